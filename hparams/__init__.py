@@ -1,0 +1,3 @@
+"""Named hyperparameter sets, one file per algorithm family. Importing this package registers them all."""
+
+from hparams import base, dqn  # noqa: F401

@@ -1,0 +1,45 @@
+"""`base()`: every setting that all agents share, with one line of help each. Families extend it."""
+
+from rl.hparams import HParams
+from rl.registry import hparams
+
+
+@hparams.register
+def base() -> HParams:
+    hp = HParams()
+    d = hp.define
+    # what to assemble
+    d("agent", "dqn", "agents registry key: the algorithm")
+    d("model", "q_network", "models registry key: the network builder")
+    d("torso", "mlp", "models registry key: the feature extractor inside the network")
+    d("memory", "replay", "memory registry key: where experience is stored and sampled from")
+    d("act_select", "epsilon_greedy", "act_select registry key: how actions are chosen while training")
+    d("grad_comp", "td", "grad_comp registry key: the loss function")
+    # environment
+    d("env", "CartPole-v1", "gymnasium env id (--env overrides)")
+    d("env_type", "gym", "envs registry key: the env family and its wrappers (gym, atari, bullet ...)")
+    d("num_envs", 1, "environments stepped together in one vector env")
+    d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto")
+    # run length, evaluation, checkpoints
+    d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)")
+    d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)")
+    d("eval_interval", 10_000, "environment steps between periodic greedy evaluations (0: only at the end)")
+    d("eval_episodes", 10, "episodes per periodic evaluation (--eval_episodes overrides)")
+    d("test_episodes", 100, "episodes in evaluation mode, --training False (--test_episodes overrides)")
+    d("checkpoint_interval", 10_000, "environment steps between checkpoints")
+    d("keep_checkpoints", 3, "how many recent checkpoints to keep")
+    d("checkpoint_memory", True, "include the replay memory in checkpoints so a resumed run samples the same data")
+    d("log_interval", 1_000, "environment steps between log rows (TensorBoard, progress.csv, console)")
+    # optimisation
+    d("lr", 3e-4, "learning rate")
+    d("adam_eps", 1e-8, "Adam's epsilon")
+    d("gamma", 0.99, "discount factor")
+    d("batch_size", 64, "minibatch size")
+    d("max_grad_norm", 10.0, "gradient clipping by global norm (0: off)")
+    d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers")
+    d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu")
+    # system
+    d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
+    d("torch_threads", 1, "intra-op threads for torch (small networks are fastest on 1)")
+    d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
+    return hp

@@ -1,0 +1,61 @@
+"""Epsilon-greedy exploration with a linear schedule (Mnih et al. 2015), and the greedy policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rl.registry import act_select
+
+
+@act_select.register("greedy")
+class Greedy:
+    """argmax of the action values; used for evaluation."""
+
+    def __init__(self, hp=None, num_actions: int = 0, seed: int = 0):
+        pass
+
+    def __call__(self, q_values: torch.Tensor, step: int = 0) -> np.ndarray:
+        return q_values.argmax(dim=-1).cpu().numpy()
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+@act_select.register("epsilon_greedy")
+class EpsilonGreedy:
+    """With probability epsilon a uniform random action, else the greedy one. Epsilon falls linearly from
+    `initial_eps` to `final_eps` over the first `fraction * total_steps` environment steps."""
+
+    def __init__(self, num_actions: int, total_steps: int, fraction: float, initial_eps: float = 1.0,
+                 final_eps: float = 0.05, seed: int = 0):
+        self.num_actions = num_actions
+        self.decay_steps = max(1.0, fraction * total_steps)
+        self.initial_eps, self.final_eps = initial_eps, final_eps
+        self.rng = np.random.default_rng(seed)
+
+    @classmethod
+    def build(cls, hp, num_actions: int, seed: int = 0) -> "EpsilonGreedy":
+        return cls(num_actions, hp.train_steps, hp.exploration_fraction, hp.exploration_initial_eps,
+                   hp.exploration_final_eps, seed)
+
+    def epsilon(self, step: int) -> float:
+        progress = min(1.0, step / self.decay_steps)
+        return self.initial_eps + progress * (self.final_eps - self.initial_eps)
+
+    def __call__(self, q_values: torch.Tensor, step: int) -> np.ndarray:
+        actions = q_values.argmax(dim=-1).cpu().numpy()
+        n = len(actions)
+        explore = self.rng.random(n) < self.epsilon(step)
+        if explore.any():
+            actions[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
+        return actions
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,4 @@
+"""Agent registry: an Agent is a model + an algorithm (act_select + grad_comp + update rule) + a memory."""
+
+from rl.agents import dqn  # noqa: F401  (registers members)
+from rl.agents.base import Agent  # noqa: F401

@@ -1,0 +1,60 @@
+"""The batched agent interface (Acme's select_action/observe/update; ChainerRL's batch_act/batch_observe).
+
+The loop in `rl/run.py` calls, for N envs at once:
+    actions = agent.act(obs)                          # numpy [N, ...]
+    agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
+    diagnostics = agent.update()                      # {} unless the algorithm's schedule says to learn
+`next_obs` is the true successor of `obs` (the final observation where an episode ended), so no transition spans
+two episodes. `state_dict` holds everything a resumed run needs: networks, optimizers, counters, RNG, memory.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+import torch
+
+
+class Agent(abc.ABC):
+    """Base class: counts environment steps and moves observations to torch."""
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        self.hp, self.obs_space, self.action_space = hp, obs_space, action_space
+        self.num_envs, self.seed = num_envs, seed
+        self.device = torch.device(hp.device)
+        self.env_steps = 0
+
+    def to_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(obs)).to(self.device)
+
+    @abc.abstractmethod
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions for a batch of observations; `deterministic` for evaluation."""
+
+    @abc.abstractmethod
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        """Record a batch of transitions and advance the step counter."""
+
+    @abc.abstractmethod
+    def update(self) -> dict:
+        """Learn if the schedule says so; return diagnostics (namespaced names -> numbers or tensors)."""
+
+    @abc.abstractmethod
+    def state_dict(self, include_memory: bool = True) -> dict:
+        """Everything needed to continue exactly: weights, optimizers, counters, RNG, memory."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned."""
+
+    def reset_episodes(self, done: np.ndarray) -> None:
+        """Called with the mask of envs whose episode ended (recurrent agents reset their state)."""
+
+    def eval_state(self, num_envs: int):
+        """A fresh evaluation state for `num_envs` episodes (recurrent agents: their initial hidden state)."""
+        return None
+
+    def act_eval(self, obs: np.ndarray, state):
+        """Deterministic actions for evaluation, threading the evaluation state through."""
+        return self.act(obs, deterministic=True), state

@@ -1,0 +1,99 @@
+"""DQN (Mnih et al. 2015) with the usual extensions selected by settings: double Q (`grad_comp=double_td`),
+dueling heads (`dueling=True`), Polyak or hard target updates (`tau`), SB3's `train_freq`/`gradient_steps` schedule.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from rl.agents.base import Agent
+from rl.registry import act_select, agents, grad_comp, memory, models
+
+
+def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
+    """target <- tau * online + (1 - tau) * target; tau = 1 is a hard copy."""
+    with torch.no_grad():
+        t_params, o_params = list(target.parameters()), list(online.parameters())
+        if tau >= 1.0:
+            torch._foreach_copy_(t_params, o_params)
+        else:
+            torch._foreach_lerp_(t_params, o_params, tau)
+
+
+@agents.register("dqn")
+class DQN(Agent):
+    """Q-learning from a replay memory with a target network."""
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        self.q = models[hp.model].build(hp, obs_space, action_space).to(self.device)
+        self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=hp.lr, eps=hp.adam_eps)
+        self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
+        self.explore = act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 1)
+        self.greedy = act_select["greedy"]()
+        self.loss_fn = grad_comp[hp.grad_comp]
+        self.grad_steps = 0
+        self._last_train = 0  # env step at which the last training phase ran
+        self._last_target = 0  # env step at which the target was last updated
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        with torch.inference_mode():
+            q_values = self.q(self.to_tensor(obs))
+        if deterministic:
+            return self.greedy(q_values)
+        return self.explore(q_values, self.env_steps)
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        self.memory.add(obs, actions, rewards, next_obs, terminated, truncated)
+        self.env_steps += len(rewards)
+        hp = self.hp
+        if self.env_steps // hp.target_update_interval > self._last_target // hp.target_update_interval:
+            polyak_update(self.q, self.target, hp.tau)
+            self._last_target = self.env_steps
+
+    def update(self) -> dict:
+        hp = self.hp
+        # train every `train_freq` env steps (aligned to multiples, as SB3 does) once past `learning_starts`
+        if self.env_steps <= hp.learning_starts or self.env_steps // hp.train_freq == self._last_train // hp.train_freq:
+            return {}
+        self._last_train = self.env_steps
+        for _ in range(hp.gradient_steps):
+            batch = self.memory.sample(hp.batch_size)
+            loss, info = self.loss_fn(self.q, self.target, batch, hp.loss)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if hp.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.q.parameters(), hp.max_grad_norm)
+            self.optimizer.step()
+            self.grad_steps += 1
+            if hasattr(self.memory, "update_priorities"):
+                self.memory.update_priorities(batch.indices, info["td_error"])
+        info.pop("td_error")
+        info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
+        return info
+
+    def state_dict(self, include_memory: bool = True) -> dict:
+        state = {
+            "q": self.q.state_dict(), "target": self.target.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "explore": self.explore.state_dict(),
+            "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps,
+                         "last_train": self._last_train, "last_target": self._last_target},
+        }
+        if include_memory:
+            state["memory"] = self.memory.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.explore.load_state_dict(state["explore"])
+        c = state["counters"]
+        self.env_steps, self.grad_steps = c["env_steps"], c["grad_steps"]
+        self._last_train, self._last_target = c["last_train"], c["last_target"]
+        if "memory" in state:
+            self.memory.load_state_dict(state["memory"])

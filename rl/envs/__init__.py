@@ -1,0 +1,65 @@
+"""Env registry: families of gymnasium vector envs, built from hparams.
+
+Every env is a gymnasium vector env; a single env is a vector of one. `vector_mode` picks the engine:
+`sync` / `async` (gymnasium's Sync/AsyncVectorEnv with same-step autoreset, one seed per env), `native` (the env's own
+vectorised entry point, e.g. CartPole's numpy implementation, with next-step autoreset) or `auto` (native where the
+env has one, sync otherwise).
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from rl.errors import ConfigError
+from rl.registry import envs
+
+VECTOR_MODES = ("auto", "sync", "async", "native")
+
+
+def check_env_id(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The spec of a registered gymnasium id, or a ConfigError naming the closest ids."""
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error:
+        valid = list(gym.registry)
+        close = difflib.get_close_matches(env_id, valid, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(map(repr, close))}?" if close else "see gymnasium.pprint_registry() for ids"
+        raise ConfigError(f"unknown env {env_id!r}: {hint}") from None
+
+
+def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_mode: str | None = None,
+                 wrappers=None, **env_kwargs) -> gym.vector.VectorEnv:
+    """Make a vector of `num_envs` copies of `env_id` with the requested engine."""
+    if vector_mode not in VECTOR_MODES:
+        raise ConfigError(f"unknown vector_mode {vector_mode!r}: valid: {', '.join(VECTOR_MODES)}")
+    spec = check_env_id(env_id)
+    if vector_mode == "auto":
+        vector_mode = "native" if spec.vector_entry_point and not wrappers else "sync"
+    if vector_mode == "native":
+        if not spec.vector_entry_point:
+            raise ConfigError(f"env {env_id!r} has no native vector entry point: use vector_mode=sync or async")
+        return gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", render_mode=render_mode,
+                            **env_kwargs)
+    kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    return gym.make_vec(env_id, num_envs, vectorization_mode=vector_mode, vector_kwargs=kwargs,
+                        wrappers=wrappers, render_mode=render_mode, **env_kwargs)
+
+
+@envs.register("gym")
+def gym_family(hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
+    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo ...)."""
+    return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode)
+
+
+def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, vector_mode: str | None = None):
+    """The vector env that the hparams describe (`env_type` picks the family, `env` the id)."""
+    maker = envs[hp.env_type]
+    return maker(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode, vector_mode=vector_mode)
+
+
+def is_same_step(env: gym.vector.VectorEnv) -> bool:
+    """True when the env reports an episode's final observation in the step that ends it."""
+    return env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP) == AutoresetMode.SAME_STEP

@@ -1,0 +1,3 @@
+"""grad_comp registry: losses as plain functions of a batch and networks, returning (loss, diagnostics)."""
+
+from rl.grad_comp import td  # noqa: F401  (registers members)

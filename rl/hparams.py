@@ -1,0 +1,179 @@
+"""HParams: a closed, typed bag of settings with one line of help each.
+
+Sets (in `hparams/`) are functions that build a fresh HParams: `base()` defines every common setting, a family adds
+its own with `define`, and a derived set calls its parent and assigns. Reading or assigning an unknown key is an
+error naming the close matches; an assigned value must have the type of the default (ints widen to floats).
+Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rl.errors import ConfigError
+from rl.registry import closest
+
+SCALARS = (bool, int, float, str)
+
+
+def _type_name(t: type) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list"}[t]
+
+
+class HParams:
+    """Closed settings: `define` adds one, attribute access reads and (type-checked) assigns it."""
+
+    def __init__(self):
+        object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_types", {})  # name -> (type, element type for lists)
+        object.__setattr__(self, "_docs", {})
+
+    # ------------------------------------------------------------------ definition and access
+    def define(self, name: str, default: Any, doc: str, elem: type | None = None) -> None:
+        """Add a setting; `elem` is the element type of a list setting whose default is empty."""
+        if name in self._values:
+            raise ConfigError(f"setting {name!r} is defined twice")
+        kind = type(default)
+        if kind not in SCALARS + (list,):
+            raise ConfigError(f"setting {name!r}: only bool/int/float/str/list values are allowed, got {kind.__name__}")
+        if kind is list:
+            elem = elem or (type(default[0]) if default else str)
+        self._types[name] = (kind, elem)
+        self._docs[name] = doc
+        self._values[name] = self._check(name, default)
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise ConfigError(f"unknown setting {name!r}: {closest(name, list(values))}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self._values:
+            raise ConfigError(f"unknown setting {name!r}: {closest(name, list(self._values))}")
+        self._values[name] = self._check(name, value)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    def _check(self, name: str, value: Any) -> Any:
+        kind, elem = self._types[name]
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if kind is list and ok:
+            value = [self._check_elem(name, v, elem) for v in value]
+        if not ok:
+            raise ConfigError(
+                f"setting {name!r} must be a {_type_name(kind)}, got {value!r} ({type(value).__name__})"
+            )
+        return value
+
+    def _check_elem(self, name: str, v: Any, elem: type) -> Any:
+        if elem is float and isinstance(v, int) and not isinstance(v, bool):
+            return float(v)
+        if not isinstance(v, elem) or (elem is int and isinstance(v, bool)):
+            raise ConfigError(f"setting {name!r} holds {_type_name(elem)} items, got {v!r}")
+        return v
+
+    # ------------------------------------------------------------------ overrides
+    def parse(self, overrides: str) -> "HParams":
+        """Apply `"k=v,k2=[1,2]"`; each value is parsed by the type of the current value."""
+        for item in split_top_level(overrides):
+            if "=" not in item:
+                raise ConfigError(f"malformed override {item!r}: expected key=value pairs separated by commas, "
+                                  f"e.g. \"lr=1e-3,hidden_sizes=[64,64]\"")
+            key, raw = (s.strip() for s in item.split("=", 1))
+            if key not in self._values:
+                raise ConfigError(f"unknown setting {key!r} in override: {closest(key, list(self._values))}")
+            kind, elem = self._types[key]
+            setattr(self, key, parse_value(key, raw, kind, elem))
+        return self
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def to_json(self) -> str:
+        return json.dumps(self._values, indent=2, sort_keys=True)
+
+    def update(self, values: dict[str, Any]) -> "HParams":
+        """Assign many settings (e.g. a saved hparams.json); unknown keys and bad types are errors."""
+        for key, value in values.items():
+            setattr(self, key, value)
+        return self
+
+    def doc(self, name: str) -> str:
+        return self._docs[name]
+
+    def describe(self) -> str:
+        width = max(map(len, self._values))
+        return "\n".join(f"  {k:<{width}} = {self._values[k]!r:<24} # {self._docs[k]}" for k in sorted(self._values))
+
+    def copy(self) -> "HParams":
+        new = HParams()
+        for d in ("_values", "_types", "_docs"):
+            object.__setattr__(new, d, dict(getattr(self, d)))
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HParams) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"HParams({self._values})"
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside brackets, braces or quotes."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+            if depth < 0:
+                raise ConfigError(f"malformed override {text!r}: unbalanced {ch!r}")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth or quote:
+        raise ConfigError(f"malformed override {text!r}: unclosed bracket or quote")
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_value(key: str, raw: str, kind: type, elem: type | None = None) -> Any:
+    """Parse the text `raw` as a `kind` (with `elem` items for lists)."""
+    try:
+        if kind is bool:
+            low = raw.lower()
+            if low in ("true", "1", "yes"):
+                return True
+            if low in ("false", "0", "no"):
+                return False
+            raise ValueError
+        if kind is int:
+            number = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        if kind is float:
+            return float(raw)
+        if kind is str:
+            return raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'" else raw
+        if kind is list:
+            if not (raw.startswith("[") and raw.endswith("]")):
+                raise ValueError
+            inner = raw[1:-1].strip()
+            return [parse_value(key, item, elem) for item in split_top_level(inner)] if inner else []
+    except (ValueError, ConfigError):
+        pass
+    raise ConfigError(f"setting {key!r} expects a {_type_name(kind)}"
+                      f"{f' of {_type_name(elem)}' if kind is list else ''}, could not parse {raw!r}")

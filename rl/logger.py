@@ -1,0 +1,84 @@
+"""One logger (SB3's logger, CleanRL's metric names): TensorBoard events, `progress.csv` and a console line.
+
+Keys are namespaced (`charts/episode_return_mean`, `losses/td_loss`); the step is always environment steps, and
+`env_steps`, `wall_time_s` and `charts/steps_per_s` are written with every row.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def _number(value) -> float:
+    return float(value.item() if isinstance(value, torch.Tensor) else value)
+
+
+class Logger:
+    """Write rows of scalars to TensorBoard, CSV and the console."""
+
+    def __init__(self, output_dir, total_steps: int, start_step: int = 0, quiet: bool = False):
+        from torch.utils.tensorboard import SummaryWriter  # imported here: it is slow to import
+
+        self.dir = Path(output_dir)
+        self.writer = SummaryWriter(str(self.dir))
+        self.csv_path = self.dir / "progress.csv"
+        self.columns: list[str] = []
+        if self.csv_path.exists():  # a resumed run appends to the same file
+            with open(self.csv_path, newline="") as f:
+                self.columns = next(csv.reader(f), [])
+        self.start_time = time.time()
+        self.last_time, self.last_step = self.start_time, start_step
+        self.total_steps = total_steps
+        self.quiet = quiet
+        self.tty = sys.stdout.isatty()
+
+    def log(self, step: int, values: dict) -> dict:
+        """Write one row at `step`; returns the row as floats."""
+        now = time.time()
+        row = {"env_steps": step, "wall_time_s": round(now - self.start_time, 3),
+               "charts/steps_per_s": (step - self.last_step) / max(now - self.last_time, 1e-9)}
+        row.update({k: _number(v) for k, v in values.items()})
+        self.last_time, self.last_step = now, step
+        for key, value in row.items():
+            if key != "env_steps":
+                self.writer.add_scalar(key, value, step)
+        self._write_csv(row)
+        if not self.quiet:
+            self._console(step, row)
+        return row
+
+    def _write_csv(self, row: dict) -> None:
+        names = [k.split("/")[-1] for k in row]
+        if any(n not in self.columns for n in names):  # a new column: rewrite the file with the wider header
+            old = []
+            if self.csv_path.exists():
+                with open(self.csv_path, newline="") as f:
+                    old = list(csv.DictReader(f))
+            self.columns += [n for n in names if n not in self.columns]
+            with open(self.csv_path, "w", newline="") as f:
+                w = csv.DictWriter(f, self.columns)
+                w.writeheader()
+                w.writerows(old)
+        with open(self.csv_path, "a", newline="") as f:
+            csv.DictWriter(f, self.columns).writerow(dict(zip(names, row.values())))
+
+    def _console(self, step: int, row: dict) -> None:
+        pct = 100.0 * step / max(self.total_steps, 1)
+        filled = int(pct / 5)
+        ret = row.get("charts/episode_return_mean")
+        ev = row.get("eval/return_mean")
+        line = (f"[{'#' * filled}{'.' * (20 - filled)}] {pct:5.1f}% {step}/{self.total_steps} steps "
+                f"| {row['charts/steps_per_s']:7.0f} steps/s"
+                + (f" | return {ret:8.2f}" if ret is not None else "")
+                + (f" | eval {ev:8.2f}" if ev is not None else ""))
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", flush=True)
+
+    def close(self) -> None:
+        if self.tty and not self.quiet:
+            print()
+        self.writer.close()

@@ -1,0 +1,4 @@
+"""Memory registry: storage plus a sampler. Off-policy memories return `Transitions` batches."""
+
+from rl.memory import replay  # noqa: F401  (registers members)
+from rl.memory.replay import ReplayMemory, Transitions  # noqa: F401

@@ -1,0 +1,6 @@
+"""Model registry: torsos (feature extractors) and heads, assembled into networks by builders.
+
+`models` knows nothing of algorithms: a builder takes the hparams and the env's spaces and returns an nn.Module.
+"""
+
+from rl.models import mlp, q_network  # noqa: F401  (registers members)

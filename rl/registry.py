@@ -1,0 +1,87 @@
+"""One Registry class and the seven registries that train.py assembles an agent from.
+
+Modelled on tensor2tensor's `utils/registry.py`: register with a decorator (optional name, snake_case default),
+duplicates are an error, and a miss lists the valid names with the closest match.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, Callable, Iterator
+
+from rl.errors import ConfigError
+
+
+def snake_case(name: str) -> str:
+    """`DoubleTD` -> `double_td`, `ReplayMemory` -> `replay_memory`."""
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return re.sub(r"([a-z\d])([A-Z])", r"\1_\2", name).lower()
+
+
+def closest(name: str, valid: list[str]) -> str:
+    """A sentence naming the closest valid names, or all of them when nothing is close."""
+    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}? Valid: {', '.join(sorted(valid))}"
+    return f"valid: {', '.join(sorted(valid))}"
+
+
+class RegistryError(ConfigError, KeyError):
+    """A name that is not in a registry (or registered twice)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class Registry:
+    """A named map from string keys to classes or functions, filled by the `register` decorator."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, Any] = {}
+
+    def register(self, name: str | Callable | None = None):
+        """Use as `@reg.register` or `@reg.register("name")`; the default key is the snake_case object name."""
+
+        def add(obj, key: str | None = None):
+            key = key or snake_case(obj.__name__)
+            if key in self._items:
+                raise RegistryError(f"{self.kind} {key!r} is already registered")
+            self._items[key] = obj
+            return obj
+
+        if callable(name):
+            return add(name)
+        return lambda obj: add(obj, name)
+
+    def __getitem__(self, name: str):
+        try:
+            return self._items[name]
+        except KeyError:
+            raise RegistryError(f"unknown {self.kind} {name!r}: {closest(name, list(self._items))}") from None
+
+    get = __getitem__
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+
+memory = Registry("memory")
+hparams = Registry("hparams")
+envs = Registry("envs")
+models = Registry("models")
+agents = Registry("agents")
+act_select = Registry("act_select")
+grad_comp = Registry("grad_comp")
+
+ALL = {r.kind: r for r in (memory, hparams, envs, models, agents, act_select, grad_comp)}

@@ -1,0 +1,359 @@
+"""The loops: train (with periodic evaluation, checkpoints, logging), evaluate/test, and independent copies.
+
+Everything is batched over a gymnasium vector env:
+    obs -> agent.act -> env.step -> agent.observe(true next_obs) -> agent.update
+With same-step autoreset (sync/async envs) the final observation of an ending episode comes from
+`info["final_obs"]`; with next-step autoreset (native vector envs) the step that resets an env is not a transition
+and is dropped. Either way no transition spans two episodes and truncations bootstrap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rl.checkpoint import list_checkpoints, load_latest, save
+from rl.envs import is_same_step, make_env
+from rl.envs.episode_stats import EpisodeStats
+from rl.errors import ConfigError
+from rl.registry import agents
+from rl.video import env_fps, write_mp4
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_device(hp) -> None:
+    if hp.device == "auto":
+        hp.device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_agent(hp, env, seed: int):
+    """The agent named by `hp.agent`, sized from the env's spaces."""
+    return agents[hp.agent](hp, env.single_observation_space, env.single_action_space, env.num_envs, seed=seed)
+
+
+def true_next_obs(next_obs: np.ndarray, dones: np.ndarray, info: dict) -> np.ndarray:
+    """Replace the reset observations of envs that just finished by their final observations (same-step mode)."""
+    if not dones.any():
+        return next_obs
+    real = next_obs.copy()
+    for i in np.flatnonzero(dones):
+        real[i] = info["final_obs"][i]
+    return real
+
+
+class StopFlag:
+    """SIGINT/SIGTERM set a flag; the loop checkpoints and exits at the next step."""
+
+    def __init__(self):
+        self.signum = 0
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+# ---------------------------------------------------------------------------------------------------- evaluation
+def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
+    """Greedy returns of `episodes` episodes, one per env of a fresh vector env (each env runs one episode)."""
+    returns: list[float] = []
+    while len(returns) < episodes:
+        n = min(episodes - len(returns), 32)
+        env = make_env(hp, num_envs=n, vector_mode="sync")
+        obs, _ = env.reset(seed=seed + len(returns))
+        state = agent.eval_state(n)
+        total, running = np.zeros(n), np.ones(n, bool)
+        while running.any():
+            actions, state = agent.act_eval(obs, state)
+            obs, rewards, terminated, truncated, _ = env.step(actions)
+            total += rewards * running
+            running &= ~(terminated | truncated)
+        env.close()
+        returns += total.tolist()
+    return returns
+
+
+def record_videos(agent, hp, episodes: int, folder: Path, seed: int, human: bool = False) -> tuple[list[float], list]:
+    """Play `episodes` greedy episodes in one env, rendering to mp4 files (or to a window when `human`)."""
+    env = make_env(hp, num_envs=1, render_mode="human" if human else "rgb_array", vector_mode="sync")
+    returns, paths = [], []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        state, done, total, frames = agent.eval_state(1), False, 0.0, []
+        while not done:
+            if not human:
+                frames.append(env.call("render")[0])
+            actions, state = agent.act_eval(obs, state)
+            obs, reward, terminated, truncated, _ = env.step(actions)
+            total += float(reward[0])
+            done = bool(terminated[0] or truncated[0])
+        returns.append(total)
+        if not human:
+            paths.append(write_mp4(folder / f"episode_{ep:03d}.mp4", frames, env_fps(env)))
+    env.close()
+    return returns, paths
+
+
+def summarize(returns: list[float], **extra) -> dict:
+    return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
+            "episodes": len(returns), "returns": [float(r) for r in returns], **extra}
+
+
+# ---------------------------------------------------------------------------------------------------- training
+def train(hp, output_dir: Path, quiet: bool = False) -> dict:
+    """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation."""
+    from rl.logger import Logger
+
+    resolve_device(hp)
+    torch.set_num_threads(hp.torch_threads)
+    seed_everything(hp.seed)
+    env = make_env(hp)
+    agent = build_agent(hp, env, hp.seed)
+    state = load_latest(output_dir)
+    if state is not None:
+        agent.load_state_dict(state["agent"])
+        torch.set_rng_state(state["torch_rng"])
+        print(f"resuming from step {agent.env_steps}", flush=True)
+    start = agent.env_steps
+    same_step = is_same_step(env)
+    stats = EpisodeStats(env.num_envs)
+    if state is not None and "episode_stats" in state:
+        stats.recent_returns.extend(state["episode_stats"]["returns"])
+        stats.recent_lengths.extend(state["episode_stats"]["lengths"])
+    logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
+
+    def checkpoint():
+        save(output_dir, agent.env_steps, {
+            "agent": agent.state_dict(include_memory=hp.checkpoint_memory), "torch_rng": torch.get_rng_state(),
+            "episode_stats": {"returns": list(stats.recent_returns), "lengths": list(stats.recent_lengths)},
+        }, keep=hp.keep_checkpoints)
+
+    obs, _ = env.reset(seed=hp.seed + start)  # a resumed run restarts its episodes, seeded by the step
+    prev_done = np.zeros(env.num_envs, bool)
+    diagnostics: dict = {}
+    last = {"log": start, "eval": start, "ckpt": start}
+    eval_row: dict = {}
+
+    def due(kind: str, interval: int) -> bool:
+        return interval > 0 and agent.env_steps // interval > last[kind] // interval
+
+    with StopFlag() as stop:
+        while agent.env_steps < hp.train_steps and not stop.signum:
+            actions = agent.act(obs)
+            next_obs, rewards, terminated, truncated, info = env.step(actions)
+            dones = terminated | truncated
+            if same_step:
+                agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
+                stats.update(rewards, dones)
+            else:  # next-step autoreset: envs that finished last step were just reset, not stepped
+                valid = ~prev_done
+                if valid.all():
+                    agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
+                elif valid.any():
+                    agent.observe(obs[valid], actions[valid], rewards[valid], next_obs[valid], terminated[valid],
+                                  truncated[valid])
+                agent.reset_episodes(prev_done)
+                stats.update(rewards, dones, counted=valid)
+                prev_done = dones
+            if same_step and dones.any():
+                agent.reset_episodes(dones)
+            obs = next_obs
+            diagnostics = agent.update() or diagnostics
+            if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
+                returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+                eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
+                last["eval"] = agent.env_steps
+                last["log"] = -1  # log this evaluation now
+            if due("log", hp.log_interval) or last["log"] < 0:
+                logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row})
+                eval_row, last["log"] = {}, agent.env_steps
+            if due("ckpt", hp.checkpoint_interval):
+                checkpoint()
+                last["ckpt"] = agent.env_steps
+        checkpoint()
+        if stop.signum:
+            logger.close()
+            env.close()
+            name = signal.Signals(stop.signum).name
+            print(f"\n{name}: saved a checkpoint at step {agent.env_steps}; run the same command to resume.",
+                  flush=True)
+            raise SystemExit(128 + stop.signum)
+    returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+    result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(time.time() - logger.start_time, 2))
+    logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
+                                 "eval/return_std": result["std_return"]})
+    logger.close()
+    env.close()
+    (output_dir / "eval.json").write_text(json.dumps({"mode": "final_training_evaluation", **result}, indent=2))
+    if not quiet:
+        print(f"final evaluation over {len(returns)} episodes: {result['mean_return']:.2f} ± {result['std_return']:.2f}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- evaluation mode
+def test(hp, output_dir: Path, render: bool = False, record_video: bool = False) -> dict:
+    """Restore the newest checkpoint, play `hp.test_episodes` greedy episodes, write `eval.json`."""
+    resolve_device(hp)
+    torch.set_num_threads(hp.torch_threads)
+    seed_everything(hp.seed)
+    if not list_checkpoints(output_dir):
+        raise ConfigError(f"--training False needs a checkpoint, and {output_dir}/checkpoints has none: "
+                          f"train first with the same --output_dir")
+    env = make_env(hp, num_envs=1, vector_mode="sync")
+    agent = build_agent(hp, env, hp.seed)
+    env.close()
+    state = load_latest(output_dir)
+    agent.load_state_dict(state["agent"])
+    videos: list = []
+    human = render and has_display()
+    if render and not human:
+        print("--render: no display found (DISPLAY/WAYLAND_DISPLAY unset); use --record_video True to write mp4 "
+              "files instead", file=sys.stderr)
+    if human or record_video:
+        returns, videos = record_videos(agent, hp, hp.test_episodes, output_dir / "videos", hp.seed + 20_000, human)
+    else:
+        returns = evaluate(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
+    result = summarize(returns, env_steps=agent.env_steps, videos=[str(p) for p in videos])
+    (output_dir / "eval.json").write_text(json.dumps({"mode": "test", **result}, indent=2))
+    print(f"evaluation of step {agent.env_steps} over {len(returns)} episodes: "
+          f"{result['mean_return']:.2f} ± {result['std_return']:.2f}")
+    if videos:
+        print(f"videos: {output_dir / 'videos'}")
+    return result
+
+
+def has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+# ---------------------------------------------------------------------------------------------------- the CLI's entry
+FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers")
+
+
+def resolve_hparams(args, output_dir: Path):
+    """The set, then the `hparams.json` of a resumed run, then `--hparam_override`, then flags."""
+    from rl.registry import hparams as sets
+
+    hp = sets[args.hparams]()
+    saved_path = output_dir / "hparams.json"
+    if saved_path.exists():
+        try:
+            saved = json.loads(saved_path.read_text())
+            saved_set, saved_values = saved["hparams_set"], saved["hparams"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{saved_path} is corrupt ({exc}); fix or delete it, or use another --output_dir") from None
+        if saved_set != args.hparams or saved_values.get("agent") != hp.agent:
+            raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
+                              f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
+                              f"Use another --output_dir")
+        hp.update(saved_values)
+    if args.hparam_override:
+        hp.parse(args.hparam_override)
+    for name in FLAG_SETTINGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(hp, name, value)
+    for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):
+        if getattr(hp, name) <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
+    from rl.envs import check_env_id
+    from rl.registry import agents as agent_registry, envs as env_registry
+
+    agent_registry[hp.agent], env_registry[hp.env_type]  # fail early on unknown names
+    if hp.env_type == "gym":
+        check_env_id(hp.env)
+    return hp
+
+
+def write_run_record(hp, args, output_dir: Path) -> None:
+    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
+              "flags": {k: v for k, v in vars(args).items() if k != "func"}}
+    tmp = output_dir / ".hparams.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
+    os.replace(tmp, output_dir / "hparams.json")
+
+
+def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False) -> dict:
+    """Resolve settings, record them, and train or evaluate one run in `output_dir`."""
+    hp = resolve_hparams(args, output_dir)
+    hp.seed += seed_offset if not (output_dir / "hparams.json").exists() else 0
+    if args.training:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_run_record(hp, args, output_dir)
+        if not quiet:
+            print(f"hparams set {args.hparams!r} -> {output_dir}\n{hp.describe()}", flush=True)
+        return train(hp, output_dir, quiet=quiet)
+    if not (output_dir / "hparams.json").exists():
+        raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
+                          f"train first with the same --output_dir")
+    return test(hp, output_dir, render=args.render, record_video=args.record_video)
+
+
+def _copy_worker(args, index: int) -> dict:
+    out = Path(args.output_dir) / f"copy_{index}"
+    return {"copy": index, **run_one(args, out, seed_offset=index, quiet=True)}
+
+
+def run_copies(args) -> list[dict]:
+    """`--copies N`: N independent seeds (seed + i) in `output_dir/copy_<i>`, up to one process per core."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    workers = min(args.copies, os.cpu_count() or 1)
+    print(f"running {args.copies} copies in {out}/copy_<i> with {workers} processes", flush=True)
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        results = list(pool.map(_copy_worker, [args] * args.copies, range(args.copies)))
+    means = [r["mean_return"] for r in results]
+    summary = {"copies": results, "mean_of_means": float(np.mean(means)), "std_of_means": float(np.std(means))}
+    (out / "copies_summary.json").write_text(json.dumps(summary, indent=2))
+    for r in results:
+        print(f"copy {r['copy']}: {r['mean_return']:.2f} ± {r['std_return']:.2f}")
+    print(f"over {args.copies} copies: {summary['mean_of_means']:.2f} ± {summary['std_of_means']:.2f} "
+          f"(written to {out / 'copies_summary.json'})")
+    return results
+
+
+def main(args) -> None:
+    if args.sys == "k8s":
+        raise ConfigError("--sys k8s is not available yet (a later issue adds cluster submission); use --sys local")
+    if args.num_workers:
+        raise ConfigError("--num_workers is not available yet (a later issue adds asynchronous workers); "
+                          "use --num_workers 0")
+    if args.copies < 1:
+        raise ConfigError(f"--copies must be at least 1, got {args.copies}")
+    if args.train_steps is not None and args.train_steps <= 0:
+        raise ConfigError(f"--train_steps must be a positive integer, got {args.train_steps}")
+    if args.copies > 1:
+        if not args.training:
+            for i in range(args.copies):
+                run_one(args, Path(args.output_dir) / f"copy_{i}")
+            return
+        run_copies(args)
+        return
+    run_one(args, Path(args.output_dir))

@@ -1,0 +1,81 @@
+"""Train or evaluate an agent assembled from a named hyperparameter set.
+
+    python train.py --sys local --hparams dqn_cartpole --output_dir runs/dqn_cartpole
+    python train.py --hparams dqn_cartpole --output_dir runs/dqn_cartpole --training False --record_video True
+    python train.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def str2bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("true", "1", "yes", "y"):
+        return True
+    if low in ("false", "0", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Train or evaluate an rl agent from a named hyperparameter set.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--sys", choices=["local", "k8s"], default="local",
+                   help="where to run: on this machine, or submitted to a Kubernetes cluster")
+    p.add_argument("--hparams", help="name of the hyperparameter set (see --list)")
+    p.add_argument("--hparam_override", default="",
+                   help='comma-separated key=value settings, typed like the defaults: "lr=1e-3,hidden_sizes=[64,64]"')
+    p.add_argument("--env", help="gymnasium env id, overriding the set's")
+    p.add_argument("--output_dir", help="run folder: hparams.json, checkpoints/, TensorBoard events, progress.csv, "
+                                        "videos/, eval.json. A folder holding a run is resumed")
+    p.add_argument("--train_steps", type=int, help="environment steps to train for, overriding the set's")
+    p.add_argument("--eval_episodes", type=int, help="episodes per periodic evaluation during training")
+    p.add_argument("--test_episodes", type=int, help="episodes to play with --training False")
+    p.add_argument("--training", type=str2bool, default=True,
+                   help="True: train (resuming if output_dir holds a run); False: restore the latest checkpoint and "
+                        "evaluate only, writing eval.json")
+    p.add_argument("--render", type=str2bool, default=False,
+                   help="with --training False, show the episodes in a window (needs a display)")
+    p.add_argument("--record_video", type=str2bool, default=False,
+                   help="with --training False, write each episode as an mp4 under output_dir/videos/")
+    p.add_argument("--copies", type=int, default=1,
+                   help="independent runs with seeds seed..seed+N-1 in output_dir/copy_<i>, in parallel processes")
+    p.add_argument("--num_workers", type=int, default=0,
+                   help="0: one process; N > 0: N asynchronous collection workers")
+    p.add_argument("--seed", type=int, help="random seed, overriding the set's")
+    p.add_argument("--list", action="store_true", help="print what each registry holds and exit")
+    return p
+
+
+def list_registries() -> None:
+    from rl.registry import ALL
+
+    for kind, registry in ALL.items():
+        print(f"{kind:<11} {', '.join(registry.names())}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    import hparams  # noqa: F401  (registers the sets)
+    import rl  # noqa: F401  (fills the registries)
+    from rl.errors import ConfigError
+    from rl.run import main as run_main
+
+    if args.list:
+        list_registries()
+        return 0
+    try:
+        if not args.hparams or not args.output_dir:
+            raise ConfigError("--hparams and --output_dir are required (see --list for the sets)")
+        run_main(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
