@@ -1,11 +1,10 @@
 """`base()`: every setting that all agents share, with one line of help each. Families extend it."""
 
 from rl.hparams import HParams
-from rl.registry import hparams
 
 
-@hparams.register
 def base() -> HParams:
+    """Not registered: it names no agent settings of its own, so every runnable set derives from a family set."""
     hp = HParams()
     d = hp.define
     # what to assemble

@@ -319,7 +319,8 @@ def _copy_worker(args, index: int) -> dict:
 
 
 def run_copies(args) -> list[dict]:
-    """`--copies N`: N independent seeds (seed + i) in `output_dir/copy_<i>`, up to one process per core."""
+    """`--copies N`: N independent seeds (seed + i) in `output_dir/copy_<i>`, up to one process per core.
+    Forked, so the children inherit the filled registries (including the sets that train.py imported)."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -327,7 +328,7 @@ def run_copies(args) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     workers = min(args.copies, os.cpu_count() or 1)
     print(f"running {args.copies} copies in {out}/copy_<i> with {workers} processes", flush=True)
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
         results = list(pool.map(_copy_worker, [args] * args.copies, range(args.copies)))
     means = [r["mean_return"] for r in results]
     summary = {"copies": results, "mean_of_means": float(np.mean(means)), "std_of_means": float(np.std(means))}

@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import torch
 
-from rl.agents.base import Agent
+from rl.agents.base import Agent, make_adam
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
@@ -31,7 +31,7 @@ class DQN(Agent):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
         self.q = models[hp.model].build(hp, obs_space, action_space).to(self.device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=hp.lr, eps=hp.adam_eps)
+        self.optimizer = make_adam(self.q.parameters(), hp.lr, hp.adam_eps)
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
         self.explore = act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 1)
         self.greedy = act_select["greedy"]()
@@ -67,7 +67,7 @@ class DQN(Agent):
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if hp.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.q.parameters(), hp.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(self.q.parameters(), hp.max_grad_norm, foreach=True)
             self.optimizer.step()
             self.grad_steps += 1
             if hasattr(self.memory, "update_priorities"):
