@@ -42,3 +42,15 @@ def base() -> HParams:
     d("torch_threads", 1, "intra-op threads for torch (small networks are fastest on 1)")
     d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
     return hp
+
+
+def off_policy(hp: HParams) -> HParams:
+    """Add the settings every off-policy agent (dqn, ddpg, td3, sac) shares: its memory and update schedule."""
+    d = hp.define
+    d("buffer_size", 1_000_000, "replay memory capacity in transitions")
+    d("learning_starts", 50_000, "environment steps of pure collection before the first update")
+    d("train_freq", 4, "environment steps between training phases")
+    d("gradient_steps", 1, "gradient steps per training phase")
+    d("target_update_interval", 1, "environment steps between target network updates")
+    d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging")
+    return hp

@@ -1,26 +1,21 @@
 """DQN family sets: `dqn` (base), CartPole sets with rl-baselines3-zoo's tuned settings, and their variants."""
 
-from hparams.base import base
+from hparams.base import base, off_policy
 from rl.hparams import HParams
 from rl.registry import hparams
 
 
 @hparams.register
 def dqn() -> HParams:
-    hp = base()
+    hp = off_policy(base())
     hp.agent, hp.model, hp.memory, hp.act_select, hp.grad_comp = "dqn", "q_network", "replay", "epsilon_greedy", "td"
     d = hp.define
-    d("buffer_size", 1_000_000, "replay memory capacity in transitions")
-    d("learning_starts", 50_000, "environment steps of pure collection before the first update")
-    d("train_freq", 4, "environment steps between training phases")
-    d("gradient_steps", 1, "gradient steps per training phase")
-    d("target_update_interval", 10_000, "environment steps between target network updates")
-    d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging")
     d("exploration_fraction", 0.1, "fraction of train_steps over which epsilon decays")
     d("exploration_initial_eps", 1.0, "epsilon at the start")
     d("exploration_final_eps", 0.05, "epsilon after the decay")
     d("dueling", False, "use a dueling head (value + advantage streams)")
     d("loss", "huber", "TD loss: huber or mse")
+    hp.target_update_interval = 10_000
     hp.lr = 1e-4
     hp.batch_size = 32
     hp.max_grad_norm = 10.0
