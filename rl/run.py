@@ -77,6 +77,23 @@ class StopFlag:
             signal.signal(sig, old)
 
 
+def snapshot(agent, include_memory: bool = True, stats: EpisodeStats | None = None) -> dict:
+    """What a checkpoint holds: the agent's state, torch's global RNG and the recent episode statistics."""
+    state = {"agent": agent.state_dict(include_memory=include_memory), "torch_rng": torch.get_rng_state()}
+    if stats is not None:
+        state["episode_stats"] = {"returns": list(stats.recent_returns), "lengths": list(stats.recent_lengths)}
+    return state
+
+
+def restore(agent, state: dict, stats: EpisodeStats | None = None) -> None:
+    """Load what `snapshot` saved."""
+    agent.load_state_dict(state["agent"])
+    torch.set_rng_state(state["torch_rng"])
+    if stats is not None and "episode_stats" in state:
+        stats.recent_returns.extend(state["episode_stats"]["returns"])
+        stats.recent_lengths.extend(state["episode_stats"]["lengths"])
+
+
 # ---------------------------------------------------------------------------------------------------- evaluation
 def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
     """Greedy returns of `episodes` episodes, one per env of a fresh vector env (each env runs one episode)."""
@@ -133,24 +150,17 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     seed_everything(hp.seed)
     env = make_env(hp)
     agent = build_agent(hp, env, hp.seed)
+    stats = EpisodeStats(env.num_envs)
     state = load_latest(output_dir)
     if state is not None:
-        agent.load_state_dict(state["agent"])
-        torch.set_rng_state(state["torch_rng"])
+        restore(agent, state, stats)
         print(f"resuming from step {agent.env_steps}", flush=True)
     start = agent.env_steps
     same_step = is_same_step(env)
-    stats = EpisodeStats(env.num_envs)
-    if state is not None and "episode_stats" in state:
-        stats.recent_returns.extend(state["episode_stats"]["returns"])
-        stats.recent_lengths.extend(state["episode_stats"]["lengths"])
     logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
 
     def checkpoint():
-        save(output_dir, agent.env_steps, {
-            "agent": agent.state_dict(include_memory=hp.checkpoint_memory), "torch_rng": torch.get_rng_state(),
-            "episode_stats": {"returns": list(stats.recent_returns), "lengths": list(stats.recent_lengths)},
-        }, keep=hp.keep_checkpoints)
+        save(output_dir, agent.env_steps, snapshot(agent, hp.checkpoint_memory, stats), keep=hp.keep_checkpoints)
 
     obs, _ = env.reset(seed=hp.seed + start)  # a resumed run restarts its episodes, seeded by the step
     prev_done = np.zeros(env.num_envs, bool)
@@ -226,8 +236,7 @@ def test(hp, output_dir: Path, render: bool = False, record_video: bool = False)
     env = make_env(hp, num_envs=1, vector_mode="sync")
     agent = build_agent(hp, env, hp.seed)
     env.close()
-    state = load_latest(output_dir)
-    agent.load_state_dict(state["agent"])
+    restore(agent, load_latest(output_dir))
     videos: list = []
     human = render and has_display()
     if render and not human:
