@@ -18,6 +18,11 @@ def _number(value) -> float:
     return float(value.item() if isinstance(value, torch.Tensor) else value)
 
 
+def csv_name(key: str) -> str:
+    """`charts/episode_return_mean` -> `episode_return_mean`; `losses/td_loss` -> `losses_td_loss`."""
+    return key.removeprefix("charts/").replace("/", "_")
+
+
 class Logger:
     """Write rows of scalars to TensorBoard, CSV and the console."""
 
@@ -53,7 +58,7 @@ class Logger:
         return row
 
     def _write_csv(self, row: dict) -> None:
-        names = [k.split("/")[-1] for k in row]
+        names = [csv_name(k) for k in row]
         if any(n not in self.columns for n in names):  # a new column: rewrite the file with the wider header
             old = []
             if self.csv_path.exists():
