@@ -53,4 +53,16 @@ def off_policy(hp: HParams) -> HParams:
     d("gradient_steps", 1, "gradient steps per training phase")
     d("target_update_interval", 1, "environment steps between target network updates")
     d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging")
+    # the replay family (rl/memory: prioritized, attentive, queue, mixed; n-step returns for all of them)
+    d("n_step", 1, "n-step returns: transitions carry up to n discounted rewards and bootstrap with gamma^k")
+    d("per_alpha", 0.6, "prioritized memory: priority exponent, p = (|td error| + per_eps)^per_alpha")
+    d("per_beta", 0.4, "prioritized memory: initial importance-weight exponent, annealed linearly to 1 over the run")
+    d("per_eps", 1e-6, "prioritized memory: added to |td error| so no item's priority is zero")
+    d("attentive_lambda", 4.0, "attentive memory: candidates drawn per kept item (>= 1) at the start")
+    d("attentive_anneal_fraction", 1.0, "attentive memory: fraction of the run over which lambda falls to 1")
+    d("attentive_features", "obs", "attentive memory: similarity on raw observations (obs) or the agent's features "
+      "(model)")
+    d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
+      '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
+      "mixed memory: JSON list of buffers, each with type, capacity and sample_ratio (ratios summing to 1)")
     return hp

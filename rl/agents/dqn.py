@@ -1,5 +1,9 @@
 """DQN (Mnih et al. 2015) with the usual extensions selected by settings: double Q (`grad_comp=double_td`),
-dueling heads (`dueling=True`), Polyak or hard target updates (`tau`), SB3's `train_freq`/`gradient_steps` schedule.
+dueling heads (`dueling=True`), Polyak or hard target updates (`tau`), SB3's `train_freq`/`gradient_steps` schedule,
+and the Rainbow parts (Hessel et al. 2018): noisy nets (`noisy=True`, act_select=greedy: the noise explores;
+resampled before every env step and, for the online and target networks, before every gradient step; off to
+evaluate), C51 (`model=c51_network`, `grad_comp=c51` or `double_c51`), prioritized replay (`memory=prioritized`) and
+n-step returns (`n_step`).
 """
 
 from __future__ import annotations
@@ -10,17 +14,9 @@ import numpy as np
 import torch
 
 from rl.agents.base import Agent, make_adam
+from rl.agents.common import polyak_update
+from rl.errors import ConfigError
 from rl.registry import act_select, agents, grad_comp, memory, models
-
-
-def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
-    """target <- tau * online + (1 - tau) * target; tau = 1 is a hard copy."""
-    with torch.no_grad():
-        t_params, o_params = list(target.parameters()), list(online.parameters())
-        if tau >= 1.0:
-            torch._foreach_copy_(t_params, o_params)
-        else:
-            torch._foreach_lerp_(t_params, o_params, tau)
 
 
 @agents.register("dqn")
@@ -33,14 +29,29 @@ class DQN(Agent):
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_adam(self.q.parameters(), hp.lr, hp.adam_eps)
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
-        self.explore = act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 1)
+        if hasattr(self.memory, "set_feature_fn"):  # attentive replay may compare states by the torso's features
+            self.memory.set_feature_fn(self.q.torso)
+        explore = act_select[hp.act_select]
+        self.explore = (explore.build(hp, int(action_space.n), seed=seed + 1) if hasattr(explore, "build")
+                        else explore(hp, int(action_space.n), seed + 1))
         self.greedy = act_select["greedy"]()
         self.loss_fn = grad_comp[hp.grad_comp]
+        if "c51" in hp.grad_comp and not hasattr(self.q, "log_probs"):
+            raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network: set model=c51_network")
+        self.noisy = bool(getattr(self.q, "noisy", False))
         self.grad_steps = 0
         self._last_train = 0  # env step at which the last training phase ran
         self._last_target = 0  # env step at which the target was last updated
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        if deterministic and self.noisy:  # evaluate with the mean weights
+            self.q.eval()
+            with torch.inference_mode():
+                q_values = self.q(self.to_tensor(obs))
+            self.q.train()
+            return self.greedy(q_values)
+        if self.noisy and not deterministic:
+            self.q.reset_noise()  # a fresh policy sample per env step, as well as per gradient step
         with torch.inference_mode():
             q_values = self.q(self.to_tensor(obs))
         if deterministic:
@@ -63,6 +74,9 @@ class DQN(Agent):
         self._last_train = self.env_steps
         for _ in range(hp.gradient_steps):
             batch = self.memory.sample(hp.batch_size)
+            if self.noisy:
+                self.q.reset_noise()
+                self.target.reset_noise()
             loss, info = self.loss_fn(self.q, self.target, batch, hp.loss)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

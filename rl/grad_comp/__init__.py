@@ -1,3 +1,4 @@
 """grad_comp registry: losses as plain functions of a batch and networks, returning (loss, diagnostics)."""
 
 from rl.grad_comp import td  # noqa: F401  (registers members)
+from rl.grad_comp import c51  # noqa: F401  (replay family, issue 5)

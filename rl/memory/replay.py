@@ -2,7 +2,11 @@
 
 Transitions arrive in batches of N (one per env). `terminated` and `truncated` are stored separately: the TD target
 bootstraps through a truncation but not through a termination. `next_obs` is stored explicitly, so gymnasium's
-autoreset never mixes two episodes in one transition.
+autoreset never mixes two episodes in one transition. With `n_step` > 1 an `NStepWindow` (rl/memory/n_step.py) turns
+the one-step stream into n-step transitions before storage; each item keeps its own discount gamma^k.
+
+Subclasses (prioritized, attentive, queue) change how indices are drawn (`sample`) or what happens when items are
+written (`_written`); storage, gathering and checkpointing live here.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from rl.memory.n_step import NStepWindow
 from rl.registry import memory
 
 
 class Transitions(NamedTuple):
-    """A sampled batch, as torch tensors. `discounts` is gamma^n for the return in `rewards` (n = 1 here);
+    """A sampled batch, as torch tensors. `discounts` is gamma^k for the k-step return in `rewards`;
     `weights` are importance weights (ones for uniform sampling); `indices` locate the items for priority updates."""
 
     obs: torch.Tensor
@@ -38,10 +43,13 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
 class ReplayMemory:
     """A ring buffer of `capacity` transitions, sampled uniformly with replacement."""
 
-    FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+    FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "discounts")
 
     def __init__(self, capacity: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (), action_dtype=np.int64,
-                 gamma: float = 0.99, seed: int = 0, device: str | torch.device = "cpu"):
+                 gamma: float = 0.99, seed: int = 0, device: str | torch.device = "cpu", n_step: int = 1,
+                 total_steps: int = 0):
+        if capacity < 1:
+            raise ValueError(f"memory capacity must be >= 1, got {capacity}")
         self.capacity, self.gamma, self.device = int(capacity), float(gamma), torch.device(device)
         self.obs = np.zeros((self.capacity, *obs_shape), _storage_dtype(np.dtype(obs_dtype)))
         self.next_obs = np.zeros_like(self.obs)
@@ -49,20 +57,49 @@ class ReplayMemory:
         self.rewards = np.zeros(self.capacity, np.float32)
         self.terminated = np.zeros(self.capacity, np.float32)
         self.truncated = np.zeros(self.capacity, np.float32)
+        self.discounts = np.full(self.capacity, self.gamma, np.float32)
         self.pos, self.size = 0, 0
+        self.added = 0  # one-step transitions received (= env steps): the clock of annealed samplers
+        self.total_steps = int(total_steps)  # the run's length, for samplers that anneal over it
+        self.window = NStepWindow(n_step, gamma) if n_step > 1 else None
         self.rng = np.random.default_rng(seed)
 
     @classmethod
-    def build(cls, hp, obs_space, action_space, seed: int = 0) -> "ReplayMemory":
-        return cls(hp.buffer_size, obs_space.shape, obs_space.dtype, action_space.shape, action_space.dtype,
-                   gamma=hp.gamma, seed=seed, device=hp.device)
+    def build(cls, hp, obs_space, action_space, seed: int = 0, capacity: int | None = None) -> ReplayMemory:
+        return cls(hp.buffer_size if capacity is None else capacity, obs_space.shape, obs_space.dtype,
+                   action_space.shape, action_space.dtype, gamma=hp.gamma, seed=seed, device=hp.device,
+                   n_step=hp.n_step, total_steps=hp.train_steps, **cls.options(hp))
+
+    @classmethod
+    def options(cls, hp) -> dict:
+        """Constructor arguments a subclass reads from hparams."""
+        return {}
 
     def __len__(self) -> int:
         return self.size
 
+    def progress(self) -> float:
+        """Fraction of the run done, by transitions received (0.0, i.e. no annealing, when the length is unknown)."""
+        return min(1.0, self.added / self.total_steps) if self.total_steps > 0 else 0.0
+
     def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         """Store a batch of N transitions (arrays with a leading env dimension)."""
+        self.added += len(rewards)
+        if self.window is None:
+            self._store(obs, actions, rewards, next_obs, terminated, truncated, self.gamma)
+            return
+        out = self.window.add(obs, actions, rewards, next_obs, terminated, truncated)
+        if out is not None:
+            self._store(**out)
+
+    def _store(self, obs, actions, rewards, next_obs, terminated, truncated, discounts) -> None:
         n = len(rewards)
+        if n > self.capacity:  # only the newest `capacity` survive
+            keep = slice(n - self.capacity, n)
+            obs, actions, rewards, next_obs = obs[keep], actions[keep], rewards[keep], next_obs[keep]
+            terminated, truncated = terminated[keep], truncated[keep]
+            discounts = discounts[keep] if np.ndim(discounts) else discounts
+            n = self.capacity
         if self.pos + n <= self.capacity:  # the common case: one contiguous slice, no index arrays
             where = slice(self.pos, self.pos + n)
         else:
@@ -73,8 +110,13 @@ class ReplayMemory:
         self.next_obs[where] = next_obs
         self.terminated[where] = terminated
         self.truncated[where] = truncated
+        self.discounts[where] = discounts
+        self._written(where, n)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+
+    def _written(self, where: slice | np.ndarray, n: int) -> None:
+        """Hook: items were written at `where` (prioritized memories give them the max priority)."""
 
     def sample(self, batch_size: int) -> Transitions:
         return self.gather(self.rng.integers(0, self.size, batch_size))
@@ -86,8 +128,7 @@ class ReplayMemory:
         n = len(idx)
         return Transitions(
             t(self.obs[idx]), t(self.actions[idx]), t(self.rewards[idx]), t(self.next_obs[idx]),
-            t(self.terminated[idx]), t(self.truncated[idx]),
-            torch.full((n,), self.gamma, device=self.device),
+            t(self.terminated[idx]), t(self.truncated[idx]), t(self.discounts[idx]),
             torch.ones(n, device=self.device) if weights is None else t(weights.astype(np.float32)),
             t(idx),
         )
@@ -95,10 +136,19 @@ class ReplayMemory:
     # ------------------------------------------------------------------ checkpointing
     def state_dict(self) -> dict:
         data = {f: torch.from_numpy(getattr(self, f)[: self.size].copy()) for f in self.FIELDS}
-        return {"data": data, "pos": self.pos, "size": self.size, "rng": self.rng.bit_generator.state}
+        return {"data": data, "pos": self.pos, "size": self.size, "added": self.added,
+                "rng": self.rng.bit_generator.state,
+                "window": self.window.state_dict() if self.window is not None else {}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.pos, self.size = int(state["pos"]), int(state["size"])
+        """Restore the content and the sampler. Episodes that were in flight in the n-step windows end there as
+        truncated (a resumed run restarts its envs), so their transitions are stored, bootstrapping at the cut."""
+        self.pos, self.size, self.added = int(state["pos"]), int(state["size"]), int(state.get("added", 0))
         for f in self.FIELDS:
             getattr(self, f)[: self.size] = state["data"][f].numpy()
         self.rng.bit_generator.state = state["rng"]
+        if self.window is not None:
+            self.window.load_state_dict(state.get("window", {}))
+            out = self.window.flush()
+            if out is not None:
+                self._store(**out)

@@ -1,4 +1,5 @@
-"""Q networks for discrete actions: a torso and a Q head, or a dueling head (Wang et al. 2016)."""
+"""Q networks for discrete actions: a torso and a Q head, or a dueling head (Wang et al. 2016); either head may use
+noisy linear layers (Fortunato et al. 2018, rl/models/noisy.py) with `noisy=true`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import torch
 from torch import nn
 
 from rl.errors import ConfigError
+from rl.models.noisy import NoisyMixin, linear
 from rl.registry import models
 
 
@@ -13,9 +15,9 @@ from rl.registry import models
 class QHead(nn.Module):
     """One linear layer from features to one value per action."""
 
-    def __init__(self, in_dim: int, num_actions: int):
+    def __init__(self, in_dim: int, num_actions: int, noisy: bool = False, sigma0: float = 0.5):
         super().__init__()
-        self.out = nn.Linear(in_dim, num_actions)
+        self.out = linear(in_dim, num_actions, noisy, sigma0)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.out(features)
@@ -25,30 +27,40 @@ class QHead(nn.Module):
 class DuelingHead(nn.Module):
     """Q = V + A - mean(A): separate value and advantage streams."""
 
-    def __init__(self, in_dim: int, num_actions: int):
+    def __init__(self, in_dim: int, num_actions: int, noisy: bool = False, sigma0: float = 0.5):
         super().__init__()
-        self.value = nn.Linear(in_dim, 1)
-        self.advantage = nn.Linear(in_dim, num_actions)
+        self.value = linear(in_dim, 1, noisy, sigma0)
+        self.advantage = linear(in_dim, num_actions, noisy, sigma0)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         adv = self.advantage(features)
         return self.value(features) + adv - adv.mean(dim=-1, keepdim=True)
 
 
+def num_actions(action_space) -> int:
+    if not hasattr(action_space, "n"):
+        raise ConfigError(f"Q networks need a Discrete action space, the env has {action_space}")
+    return int(action_space.n)
+
+
+def noisy_settings(hp) -> tuple[bool, float]:
+    """(`noisy`, `noisy_sigma0`) where the family defines them, else no noise."""
+    return (hp.noisy, hp.noisy_sigma0) if "noisy" in hp else (False, 0.5)
+
+
 @models.register("q_network")
-class QNetwork(nn.Module):
-    """torso (`hp.torso`) + Q or dueling head (`hp.dueling`)."""
+class QNetwork(NoisyMixin, nn.Module):
+    """torso (`hp.torso`) + Q or dueling head (`hp.dueling`), noisy with `hp.noisy`."""
 
     def __init__(self, torso: nn.Module, head: nn.Module):
         super().__init__()
         self.torso, self.head = torso, head
 
     @classmethod
-    def build(cls, hp, obs_space, action_space) -> "QNetwork":
-        if not hasattr(action_space, "n"):
-            raise ConfigError(f"Q networks need a Discrete action space, the env has {action_space}")
+    def build(cls, hp, obs_space, action_space) -> QNetwork:
+        n = num_actions(action_space)
         torso = models[hp.torso].build(hp, obs_space)
-        head = models["dueling" if hp.dueling else "q"](torso.out_dim, int(action_space.n))
+        head = models["dueling" if hp.dueling else "q"](torso.out_dim, n, *noisy_settings(hp))
         return cls(torso, head)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,73 @@
+"""The C51 loss (Bellemare, Dabney and Munos 2017, Algorithm 1) and its double-Q form used by Rainbow (Hessel et al.
+2018).
+
+The target distribution is the next state's distribution for action a*, shifted and shrunk by the Bellman operator,
+T z_i = r + discount (1 - terminated) z_i (discount = gamma^k for k-step returns), clipped to [v_min, v_max] and
+projected back onto the fixed support by splitting each atom's mass between its two neighbours in proportion to
+closeness. The loss is the cross-entropy -sum_i m_i log p_i(s, a), weighted by the importance weights; the per-item
+cross-entropy is also returned as `td_error`, Rainbow's priority for prioritized replay.
+`c51` picks a* by the target network's expected values; `double_c51` by the online network's (double Q).
+The networks must be distributional (rl/models/distributional.py: `log_probs` and a `support` buffer).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl.errors import ConfigError
+from rl.memory.replay import Transitions
+from rl.registry import grad_comp
+
+
+def project(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
+            support: torch.Tensor) -> torch.Tensor:
+    """Project the distribution of r + discount * Z (Z on `support` with `next_probs` [B, atoms]) onto `support`.
+
+    `discounts` [B] already include (1 - terminated). Mass at T z = b (in atom units) goes to floor(b) with weight
+    ceil(b) - b and to ceil(b) with weight b - floor(b); when b is an integer it all goes to that atom."""
+    num_atoms = support.numel()
+    v_min, v_max = support[0].item(), support[-1].item()
+    delta = (v_max - v_min) / (num_atoms - 1)
+    tz = (rewards.unsqueeze(1) + discounts.unsqueeze(1) * support.unsqueeze(0)).clamp(v_min, v_max)
+    b = ((tz - v_min) / delta).clamp(0, num_atoms - 1)  # rounding must not leave the support
+    lower, upper = b.floor().long(), b.ceil().long()
+    lower_w = upper.float() - b + (lower == upper).float()  # exact hits keep all their mass on one atom
+    upper_w = b - lower.float()
+    target = torch.zeros_like(next_probs)
+    target.scatter_add_(1, lower, next_probs * lower_w)
+    target.scatter_add_(1, upper, next_probs * upper_w)
+    return target
+
+
+def _c51(q_net, target_net, batch: Transitions, double: bool):
+    if not hasattr(q_net, "log_probs"):
+        raise ConfigError("grad_comp c51 / double_c51 needs a distributional network: set model=c51_network")
+    log_p = q_net.log_probs(batch.obs)
+    actions = batch.actions.long().view(-1, 1, 1).expand(-1, 1, log_p.shape[-1])
+    log_p_a = log_p.gather(1, actions).squeeze(1)  # [B, atoms]
+    with torch.no_grad():
+        next_probs_all = target_net.log_probs(batch.next_obs).exp()  # [B, A, atoms]
+        if double:
+            best = q_net(batch.next_obs).argmax(dim=1)
+        else:
+            best = (next_probs_all * target_net.support).sum(-1).argmax(dim=1)
+        next_probs = next_probs_all[torch.arange(len(best)), best]
+        discounts = batch.discounts * (1.0 - batch.terminated)
+        target = project(next_probs, batch.rewards, discounts, target_net.support)
+    cross_entropy = -(target * log_p_a).sum(-1)
+    value = (batch.weights * cross_entropy).mean()
+    q = (log_p_a.detach().exp() * q_net.support).sum(-1)
+    return value, {"losses/c51_loss": value.detach(), "losses/q_values": q.mean(),
+                   "td_error": cross_entropy.detach()}
+
+
+@grad_comp.register("c51")
+def c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy"):
+    """C51: the target network picks and evaluates the next action. `loss` is ignored (always cross-entropy)."""
+    return _c51(q_net, target_net, batch, double=False)
+
+
+@grad_comp.register("double_c51")
+def double_c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy"):
+    """Rainbow's C51: the online network picks the next action by its expected value, the target evaluates it."""
+    return _c51(q_net, target_net, batch, double=True)

@@ -1,0 +1,101 @@
+"""Attentive Experience Replay (Sun, Zhou and Li, "Attentive Experience Replay", AAAI 2020).
+
+Prefer the transitions whose states look like the states the current policy visits: each sample draws lambda * k
+candidates uniformly (with replacement), scores them by the distance of their state's features to the agent's current
+state(s), and keeps the k nearest. lambda starts at `attentive_lambda` and falls linearly to 1 (plain uniform replay)
+over the first `attentive_anneal_fraction` of the run (the paper's "bias annealing"; no importance weights).
+
+Where the two inputs come from (memory/ knows nothing of models):
+- The current state: by default the `next_obs` of the newest batch added, i.e. where each env is now (B's "last state
+  of the most recently inserted rollout", ../shared/REFERENCE.md 5.3). An agent may instead call
+  `set_reference(obs)` with the observations it just acted on; the newest of the two is used. With N envs a candidate's
+  distance is the one to its nearest current state.
+- The features: with `attentive_features=obs` the flattened raw observations (any agent, nothing to wire); with
+  `attentive_features=model` a function the agent hands over with `set_feature_fn(fn)` (DQN passes its torso), called
+  on a torch batch without gradients at sampling time, so the features are the current network's.
+Similarity is the negative Euclidean distance between features (the paper leaves F open; B uses the same L2 norm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from rl.errors import ConfigError
+from rl.memory.replay import ReplayMemory, Transitions
+from rl.registry import memory
+
+FEATURES = ("obs", "model")
+
+
+@memory.register("attentive")
+class AttentiveMemory(ReplayMemory):
+    """Uniform candidates, the k most similar to the agent's current state kept."""
+
+    def __init__(self, *args, lam: float = 4.0, anneal_fraction: float = 1.0, features: str = "obs", **kwargs):
+        super().__init__(*args, **kwargs)
+        if lam < 1:
+            raise ConfigError(f"attentive_lambda must be >= 1, got {lam}")
+        if features not in FEATURES:
+            raise ConfigError(f"unknown attentive_features {features!r}: valid: {', '.join(FEATURES)}")
+        self.lam0, self.anneal_fraction, self.features = float(lam), float(anneal_fraction), features
+        self.feature_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self.reference: np.ndarray | None = None
+
+    @classmethod
+    def options(cls, hp) -> dict:
+        return {"lam": hp.attentive_lambda, "anneal_fraction": hp.attentive_anneal_fraction,
+                "features": hp.attentive_features}
+
+    @property
+    def lam(self) -> float:
+        """lambda, linearly from `lam0` to 1 over the first `anneal_fraction` of the run."""
+        if self.anneal_fraction <= 0:
+            return 1.0
+        left = max(0.0, 1.0 - self.progress() / self.anneal_fraction)
+        return 1.0 + (self.lam0 - 1.0) * left
+
+    def set_feature_fn(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """The agent's feature function, used when `attentive_features=model`."""
+        self.feature_fn = fn
+
+    def set_reference(self, obs) -> None:
+        """The states the agent is in now (a batch [N, ...])."""
+        self.reference = np.array(obs, dtype=self.obs.dtype, copy=True).reshape(-1, *self.obs.shape[1:])
+
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        super().add(obs, actions, rewards, next_obs, terminated, truncated)
+        self.set_reference(next_obs)
+
+    def _features(self, obs: np.ndarray) -> torch.Tensor:
+        x = torch.from_numpy(obs)
+        if self.features == "obs":
+            return x.flatten(1).float()
+        if self.feature_fn is None:
+            raise ConfigError("attentive_features=model needs an agent that provides its feature function "
+                              "(memory.set_feature_fn); use attentive_features=obs with this agent")
+        with torch.no_grad():
+            return self.feature_fn(x.to(self.device)).flatten(1).float().cpu()
+
+    def sample(self, batch_size: int) -> Transitions:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty memory")
+        pool = max(batch_size, int(round(self.lam * batch_size)))
+        candidates = self.rng.integers(0, self.size, pool)
+        if pool == batch_size or self.reference is None:
+            return self.gather(candidates)
+        feats = self._features(np.concatenate([self.obs[candidates], self.reference]))
+        dist = torch.cdist(feats[:pool], feats[pool:]).min(dim=1).values.numpy()
+        nearest = np.argpartition(dist, batch_size - 1)[:batch_size]
+        return self.gather(candidates[nearest])
+
+    # ------------------------------------------------------------------ checkpointing
+    def state_dict(self) -> dict:
+        ref = {} if self.reference is None else {"reference": torch.from_numpy(self.reference.copy())}
+        return {**super().state_dict(), **ref}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.reference = state["reference"].numpy().copy() if "reference" in state else None

@@ -1,0 +1,123 @@
+"""N-step returns (Sutton 1988; Rainbow, Hessel et al. 2018) for every replay memory, set by `n_step` in hparams.
+
+`NStepWindow` sits in front of a memory's storage: each env keeps a window of its last n one-step transitions. When a
+window is full its oldest transition leaves as the n-step transition
+    (s_t, a_t, R = r_t + g r_{t+1} + ... + g^{n-1} r_{t+n-1}, s_{t+n}, terminated_{t+n-1}, truncated_{t+n-1}, g^n);
+when an episode ends (terminated or truncated) the whole window leaves at once, each item with the k < n steps it has
+left, so no return spans two episodes. The TD losses bootstrap with `discounts` (= g^k) times (1 - terminated): a
+terminated tail never bootstraps; a truncated tail bootstraps from the final observation.
+
+Batches carry one row per env. With next-step autoreset (native vector envs) the loop drops the rows of envs that
+were reset this step; those are exactly the envs whose episode ended at the previous call, so the window maps the
+remaining rows to envs by that mask.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class NStepWindow:
+    """Per-env windows of the last n transitions; `add` returns the n-step transitions that are complete."""
+
+    FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+
+    def __init__(self, n: int, gamma: float):
+        if n < 1:
+            raise ValueError(f"n_step must be >= 1, got {n}")
+        self.n, self.gamma = int(n), float(gamma)
+        self.num_envs = 0  # sized on the first add
+        self.length = np.zeros(0, np.int64)
+        self.prev_done = np.zeros(0, bool)
+        self.buf: dict[str, np.ndarray] = {}
+
+    def _allocate(self, batch: dict[str, np.ndarray]) -> None:
+        self.num_envs = len(batch["rewards"])
+        self.length = np.zeros(self.num_envs, np.int64)
+        self.prev_done = np.zeros(self.num_envs, bool)
+        self.buf = {f: np.zeros((self.num_envs, self.n, *np.shape(v)[1:]), np.asarray(v).dtype)
+                    for f, v in batch.items()}
+
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> dict[str, np.ndarray] | None:
+        """Append one transition per env; return the completed n-step transitions (with `discounts`) or None."""
+        batch = dict(obs=np.asarray(obs), actions=np.asarray(actions), rewards=np.asarray(rewards, np.float32),
+                     next_obs=np.asarray(next_obs), terminated=np.asarray(terminated, bool),
+                     truncated=np.asarray(truncated, bool))
+        if not self.buf:
+            self._allocate(batch)
+        rows = len(batch["rewards"])
+        if rows == self.num_envs:
+            envs = np.arange(self.num_envs)
+        else:  # next-step autoreset: the envs reset this step sent no row
+            envs = np.flatnonzero(~self.prev_done)
+            if len(envs) != rows:
+                raise ValueError(f"n-step window: got {rows} rows for {self.num_envs} envs, of which "
+                                 f"{len(envs)} did not just end an episode")
+        pos = self.length[envs]
+        for f, v in batch.items():
+            self.buf[f][envs, pos] = v
+        self.length[envs] += 1
+        done = np.zeros(self.num_envs, bool)
+        done[envs] = batch["terminated"] | batch["truncated"]
+        self.prev_done = done
+        return self._emit(done)
+
+    def _emit(self, done: np.ndarray) -> dict[str, np.ndarray] | None:
+        """Pop the oldest item of every full window, and every item of windows whose episode ended."""
+        full = (self.length == self.n) & ~done
+        leaving = full | (done & (self.length > 0))
+        if not leaving.any():
+            return None
+        n, length = self.n, self.length
+        slot = np.arange(n)
+        valid = slot[None, :] < length[:, None]
+        rewards = np.where(valid, self.buf["rewards"], 0.0).astype(np.float64)
+        returns = np.zeros_like(rewards)  # returns[e, j]: discounted sum of rewards j .. length-1 of env e
+        acc = np.zeros(self.num_envs)
+        for j in range(n - 1, -1, -1):
+            acc = rewards[:, j] + self.gamma * acc
+            returns[:, j] = acc
+        take = valid & leaving[:, None] & (done[:, None] | (slot[None, :] == 0))
+        env_idx, slot_idx = np.nonzero(take)
+        last = length[env_idx] - 1
+        out = {
+            "obs": self.buf["obs"][env_idx, slot_idx],
+            "actions": self.buf["actions"][env_idx, slot_idx],
+            "rewards": returns[env_idx, slot_idx].astype(np.float32),
+            "next_obs": self.buf["next_obs"][env_idx, last],
+            "terminated": self.buf["terminated"][env_idx, last],
+            "truncated": self.buf["truncated"][env_idx, last],
+            "discounts": (self.gamma ** (length[env_idx] - slot_idx)).astype(np.float32),
+        }
+        if full.any():  # shift the full windows left by one
+            for v in self.buf.values():
+                v[full, :-1] = v[full, 1:]
+        self.length[full] -= 1
+        self.length[done] = 0
+        return out
+
+    def flush(self) -> dict[str, np.ndarray] | None:
+        """End every episode in flight as truncated (a resumed run restarts its envs): emit all pending items."""
+        if not self.buf or not self.length.any():
+            return None
+        pending = self.length > 0
+        last = np.maximum(self.length - 1, 0)
+        envs = np.flatnonzero(pending)
+        self.buf["truncated"][envs, last[envs]] = True
+        return self._emit(pending)
+
+    # ------------------------------------------------------------------ checkpointing
+    def state_dict(self) -> dict:
+        if not self.buf:
+            return {}
+        return {"length": torch.from_numpy(self.length.copy()), "prev_done": torch.from_numpy(self.prev_done.copy()),
+                "buf": {f: torch.from_numpy(v.copy()) for f, v in self.buf.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not state:
+            self.buf, self.num_envs = {}, 0
+            return
+        self.buf = {f: v.numpy().copy() for f, v in state["buf"].items()}
+        self.length, self.prev_done = state["length"].numpy().copy(), state["prev_done"].numpy().copy()
+        self.num_envs = len(self.length)
