@@ -15,6 +15,10 @@ class Greedy:
     def __init__(self, hp=None, num_actions: int = 0, seed: int = 0):
         pass
 
+    @classmethod
+    def build(cls, hp, num_actions: int, seed: int = 0) -> "Greedy":
+        return cls(hp, num_actions, seed)
+
     def __call__(self, q_values: torch.Tensor, step: int = 0) -> np.ndarray:
         return q_values.argmax(dim=-1).cpu().numpy()
 

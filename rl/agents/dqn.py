@@ -27,13 +27,12 @@ class DQN(Agent):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
         self.q = models[hp.model].build(hp, obs_space, action_space).to(self.device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizer = make_adam(self.q.parameters(), hp.lr, hp.adam_eps)
+        self.params, self.target_params = list(self.q.parameters()), list(self.target.parameters())
+        self.optimizer = make_adam(self.params, hp.lr, hp.adam_eps)
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
         if hasattr(self.memory, "set_feature_fn"):  # attentive replay may compare states by the torso's features
             self.memory.set_feature_fn(self.q.torso)
-        explore = act_select[hp.act_select]
-        self.explore = (explore.build(hp, int(action_space.n), seed=seed + 1) if hasattr(explore, "build")
-                        else explore(hp, int(action_space.n), seed + 1))
+        self.explore = act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 1)
         self.greedy = act_select["greedy"]()
         self.loss_fn = grad_comp[hp.grad_comp]
         if "c51" in hp.grad_comp and not hasattr(self.q, "log_probs"):
@@ -63,7 +62,7 @@ class DQN(Agent):
         self.env_steps += len(rewards)
         hp = self.hp
         if self.env_steps // hp.target_update_interval > self._last_target // hp.target_update_interval:
-            polyak_update(self.q, self.target, hp.tau)
+            polyak_update(self.params, self.target_params, hp.tau)
             self._last_target = self.env_steps
 
     def update(self) -> dict:
@@ -81,7 +80,7 @@ class DQN(Agent):
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if hp.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.q.parameters(), hp.max_grad_norm, foreach=True)
+                torch.nn.utils.clip_grad_norm_(self.params, hp.max_grad_norm, foreach=True)
             self.optimizer.step()
             self.grad_steps += 1
             if hasattr(self.memory, "update_priorities"):
