@@ -2,3 +2,4 @@
 
 from rl.agents import dqn  # noqa: F401  (registers members)
 from rl.agents.base import Agent  # noqa: F401
+from rl.agents import on_policy  # noqa: F401

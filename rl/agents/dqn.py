@@ -13,7 +13,8 @@ import copy
 import numpy as np
 import torch
 
-from rl.agents.base import Agent, make_adam
+from rl.agents.base import Agent
+from rl.agents.flat_adam import FlatAdam
 from rl.agents.common import polyak_update
 from rl.errors import ConfigError
 from rl.registry import act_select, agents, grad_comp, memory, models
@@ -26,9 +27,9 @@ class DQN(Agent):
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
         self.q = models[hp.model].build(hp, obs_space, action_space).to(self.device)
+        self.optimizer = FlatAdam(self.q, hp.lr, hp.adam_eps)  # flattens q's parameters: before the deepcopy
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.params, self.target_params = list(self.q.parameters()), list(self.target.parameters())
-        self.optimizer = make_adam(self.params, hp.lr, hp.adam_eps)
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
         if hasattr(self.memory, "set_feature_fn"):  # attentive replay may compare states by the torso's features
             self.memory.set_feature_fn(self.q.torso)
@@ -77,10 +78,10 @@ class DQN(Agent):
                 self.q.reset_noise()
                 self.target.reset_noise()
             loss, info = self.loss_fn(self.q, self.target, batch, hp.loss)
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad()
             loss.backward()
             if hp.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.params, hp.max_grad_norm, foreach=True)
+                self.optimizer.clip_grad_norm(hp.max_grad_norm)
             self.optimizer.step()
             self.grad_steps += 1
             if hasattr(self.memory, "update_priorities"):

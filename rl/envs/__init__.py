@@ -63,3 +63,4 @@ def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, ve
 def is_same_step(env: gym.vector.VectorEnv) -> bool:
     """True when the env reports an episode's final observation in the step that ends it."""
     return env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP) == AutoresetMode.SAME_STEP
+from rl.envs import masked_cartpole  # noqa: F401  (registers CartPoleNoVel-v1)

@@ -2,3 +2,4 @@
 
 from rl.grad_comp import td  # noqa: F401  (registers members)
 from rl.grad_comp import c51  # noqa: F401  (replay family, issue 5)
+from rl.grad_comp import policy_gradient  # noqa: F401

@@ -1,0 +1,166 @@
+"""On-policy sets: VPG, A2C and PPO family bases (Stable-Baselines3's defaults), CartPole sets with
+rl-baselines3-zoo's tuned settings, Pendulum, a recurrent PPO on the velocity-masked CartPole, and PyBullet's
+HalfCheetah.
+
+`batch_size` is the minibatch size in transitions (0: the whole rollout); a recurrent minibatch holds whole env
+sequences, batch_size // num_steps of them. The zoo's continuous entries use gSDE exploration, which is not
+implemented here: those sets use a plain Gaussian with the zoo's other settings.
+"""
+
+from hparams.base import base
+from rl.hparams import HParams
+from rl.registry import hparams
+
+
+def on_policy() -> HParams:
+    """Settings every on-policy agent shares (not registered: it names no algorithm)."""
+    hp = base()
+    hp.model, hp.memory, hp.act_select, hp.torso = "actor_critic", "rollout", "categorical", "mlp"
+    d = hp.define
+    d("num_steps", 2048, "rollout length per env: an update learns from num_steps x num_envs transitions")
+    d("gae_lambda", 0.95, "GAE lambda: 1 gives Monte Carlo returns, 0 one-step TD advantages")
+    d("epochs", 10, "passes over each rollout")
+    d("clip_range", 0.2, "PPO's ratio clip epsilon")
+    d("clip_range_vf", 0.0, "clip of the value change around the old values (0: unclipped value loss)")
+    d("ent_coef", 0.0, "entropy bonus coefficient")
+    d("vf_coef", 0.5, "value loss coefficient")
+    d("normalize_advantage", True, "standardise advantages in each minibatch")
+    d("target_kl", 0.0, "stop an update's epochs once approx KL exceeds 1.5 x this (0: off)")
+    d("lr_decay", False, "decay the learning rate linearly to 0 over train_steps")
+    d("clip_decay", False, "decay clip_range linearly to 0 over train_steps")
+    d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
+    d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
+    d("log_std_init", 0.0, "initial log-std of the Gaussian policy (Box actions)")
+    d("action_bounds", "clip", "how a Gaussian action meets the Box: clip, tanh (squash and rescale) or none")
+    d("recurrent", False, "add a GRU after the torso; its hidden state resets at episode starts")
+    d("recurrent_hidden_size", 64, "GRU hidden size (with recurrent=True)")
+    d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)")
+    d("normalize_obs", False, "standardise observations by running statistics (checkpointed)")
+    d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
+    d("clip_obs", 10.0, "normalised observations are clipped to +-this")
+    d("clip_reward", 10.0, "normalised rewards are clipped to +-this")
+    hp.activation = "tanh"
+    hp.max_grad_norm = 0.5
+    hp.adam_eps = 1e-5
+    hp.checkpoint_memory = True  # the partial rollout: small, and needed to continue the update exactly
+    return hp
+
+
+@hparams.register
+def ppo() -> HParams:
+    """SB3's PPO defaults."""
+    hp = on_policy()
+    hp.agent, hp.grad_comp = "ppo", "ppo_clip"
+    hp.batch_size = 64
+    return hp
+
+
+@hparams.register
+def a2c() -> HParams:
+    """SB3's A2C defaults (with Adam instead of RMSprop): 5-step rollouts, one gradient step each."""
+    hp = on_policy()
+    hp.agent, hp.grad_comp = "a2c", "a2c"
+    hp.num_steps, hp.epochs, hp.batch_size = 5, 1, 0
+    hp.gae_lambda = 1.0
+    hp.lr = 7e-4
+    hp.normalize_advantage = False
+    return hp
+
+
+@hparams.register
+def vpg() -> HParams:
+    """Vanilla policy gradient with a GAE baseline: one gradient step per long rollout (Spinning Up's VPG)."""
+    hp = on_policy()
+    hp.agent, hp.grad_comp = "vpg", "pg"
+    hp.num_steps, hp.epochs, hp.batch_size = 1000, 1, 0
+    hp.gae_lambda = 0.97
+    hp.lr = 1e-3
+    return hp
+
+
+def _cartpole(hp: HParams) -> HParams:
+    hp.env = "CartPole-v1"
+    hp.num_envs = 8
+    hp.eval_interval = 50_000  # each greedy evaluation plays 10 episodes of up to 500 steps
+    hp.checkpoint_interval = 25_000
+    return hp
+
+
+@hparams.register
+def ppo_cartpole() -> HParams:
+    """rl-baselines3-zoo's PPO for CartPole-v1 (hyperparams/ppo.yml)."""
+    hp = _cartpole(ppo())
+    hp.train_steps = 100_000
+    hp.num_steps, hp.batch_size, hp.epochs = 32, 256, 20
+    hp.gae_lambda, hp.gamma = 0.8, 0.98
+    hp.ent_coef = 0.0
+    hp.lr, hp.lr_decay = 1e-3, True
+    hp.clip_range, hp.clip_decay = 0.2, True
+    return hp
+
+
+@hparams.register
+def a2c_cartpole() -> HParams:
+    """rl-baselines3-zoo's A2C for CartPole-v1 (8 envs, ent_coef 0; SB3's defaults otherwise)."""
+    hp = _cartpole(a2c())
+    hp.train_steps = 500_000
+    hp.ent_coef = 0.0
+    return hp
+
+
+@hparams.register
+def vpg_cartpole() -> HParams:
+    """VPG on CartPole-v1: 8 envs x 64 steps per gradient step."""
+    hp = _cartpole(vpg())
+    hp.train_steps = 200_000
+    hp.num_steps = 64
+    hp.lr = 3e-3
+    hp.gamma = 0.99
+    return hp
+
+
+@hparams.register
+def ppo_gru_cartpole() -> HParams:
+    """PPO with a GRU on CartPoleNoVel-v1 (velocities masked): the zoo's recurrent PPO settings."""
+    hp = ppo_cartpole()
+    hp.env = "CartPoleNoVel-v1"
+    hp.recurrent, hp.recurrent_hidden_size, hp.recurrent_seq_len = True, 64, 8
+    hp.hidden_sizes = [64]
+    hp.activation = "relu"
+    hp.ortho_init = False
+    return hp
+
+
+@hparams.register
+def ppo_pendulum() -> HParams:
+    """PPO on Pendulum-v1 (the zoo's settings without gSDE)."""
+    hp = ppo()
+    hp.env = "Pendulum-v1"
+    hp.act_select = "gaussian"
+    hp.num_envs = 4
+    hp.train_steps = 200_000
+    hp.num_steps, hp.batch_size, hp.epochs = 1024, 64, 10
+    hp.gae_lambda, hp.gamma = 0.95, 0.9
+    hp.lr = 1e-3
+    hp.clip_range = 0.2
+    hp.eval_interval = hp.checkpoint_interval = 20_000
+    return hp
+
+
+@hparams.register
+def ppo_halfcheetah_bullet() -> HParams:
+    """rl-baselines3-zoo's PPO for HalfCheetahBulletEnv-v0 (without gSDE; SB3 reports about 2000-2800 at 2M)."""
+    hp = ppo()
+    hp.env = "HalfCheetahBulletEnv-v0"
+    hp.act_select = "gaussian"
+    hp.num_envs = 16
+    hp.train_steps = 2_000_000
+    hp.num_steps, hp.batch_size, hp.epochs = 512, 128, 20
+    hp.gae_lambda, hp.gamma = 0.9, 0.99
+    hp.lr, hp.clip_range = 3e-5, 0.4
+    hp.max_grad_norm, hp.vf_coef = 0.5, 0.5
+    hp.normalize_obs = hp.normalize_reward = True
+    hp.log_std_init, hp.ortho_init = -2.0, False
+    hp.activation, hp.hidden_sizes = "relu", [256, 256]
+    hp.eval_interval = hp.checkpoint_interval = 100_000
+    return hp

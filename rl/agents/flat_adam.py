@@ -1,0 +1,70 @@
+"""Adam (Kingma and Ba 2015) over one flat buffer that holds every parameter of a module.
+
+The module's parameters become views of a single contiguous tensor, and their gradients views of another, so zeroing,
+clipping by global norm and the Adam step are each a handful of tensor ops on one tensor, whatever the number of layers.
+For the small networks of on-policy control (thousands of gradient steps on 256-sample batches) the per-step cost is
+Python and dispatch overhead, not arithmetic: this step is about ten ops where torch.optim's fused Adam pays its
+per-parameter bookkeeping and wrappers, and torch.optim's first use imports torch._dynamo (seconds at start-up).
+The arithmetic is torch.optim.Adam's (non-amsgrad, no weight decay), step for step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def flatten_parameters(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """Move every parameter of `module` into one contiguous tensor and point its `.grad` into another; return both.
+    Gradients then accumulate in place: zero the flat gradient before each backward (never set grads to None)."""
+    params = list(module.parameters())
+    flat = torch.cat([p.detach().flatten() for p in params])
+    grad = torch.zeros_like(flat)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.data = flat[offset:offset + n].view_as(p)
+        p.grad = grad[offset:offset + n].view_as(p)
+        offset += n
+    return flat, grad
+
+
+class FlatAdam:
+    """Adam over a module's flattened parameters, with global-norm gradient clipping."""
+
+    def __init__(self, module: nn.Module, lr: float, eps: float = 1e-8, betas: tuple[float, float] = (0.9, 0.999)):
+        self.param, self.grad = flatten_parameters(module)
+        self.lr, self.eps, self.betas = lr, eps, betas
+        self.exp_avg = torch.zeros_like(self.param)
+        self.exp_avg_sq = torch.zeros_like(self.param)
+        self._denom = torch.empty_like(self.param)
+        self.steps = 0
+
+    def zero_grad(self) -> None:
+        self.grad.zero_()
+
+    def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """Scale the gradient to global L2 norm at most `max_norm` (torch.nn.utils.clip_grad_norm_'s rule)."""
+        norm = torch.linalg.vector_norm(self.grad)
+        self.grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
+        return norm
+
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        self.steps += 1
+        self.exp_avg.lerp_(self.grad, 1.0 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(self.grad, self.grad, value=1.0 - beta2)
+        torch.sqrt(self.exp_avg_sq, out=self._denom)
+        self._denom.div_(math.sqrt(1.0 - beta2**self.steps)).add_(self.eps)
+        self.param.addcdiv_(self.exp_avg, self._denom, value=-self.lr / (1.0 - beta1**self.steps))
+
+    def state_dict(self) -> dict:
+        return {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,
+                "lr": self.lr}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.exp_avg.copy_(state["exp_avg"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        self.steps, self.lr = int(state["steps"]), float(state["lr"])

@@ -1,0 +1,202 @@
+"""The on-policy family: VPG (Williams 1992), A2C (Mnih et al. 2016) and PPO (Schulman et al. 2017), batched over
+N envs as in ChainerRL's batch PPO, in one agent class.
+
+The three agents differ only in settings: the loss (`grad_comp` pg, a2c or ppo_clip) and the update schedule
+(`epochs` over the rollout in minibatches of `batch_size`; 0 means the whole rollout). Acting caches the policy's
+log-probabilities, values and hidden states so `observe` can store them; `update` learns when the rollout holds
+num_steps x num_envs transitions: it values every real next observation in one forward pass, computes GAE in one
+backward pass, then runs the epochs. The learning rate and PPO's clip range decay linearly to 0 over
+`train_steps` when asked (PyTorchRL's and rl-baselines3-zoo's `lin_` schedules); `target_kl` stops the epochs early.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rl.agents.base import Agent
+from rl.agents.flat_adam import FlatAdam
+from rl.agents.normalize import ObsNormalizer, RewardNormalizer
+from rl.errors import ConfigError
+from rl.grad_comp.policy_gradient import normalized_advantages
+from rl.registry import act_select, agents, grad_comp, memory, models
+
+
+def _check_vector_mode(hp) -> None:
+    """The rollout stores every env at every step: that needs same-step autoreset (sync or async vector envs)."""
+    native = hp.vector_mode == "native"
+    if hp.vector_mode == "auto":
+        try:
+            native = bool(gym.spec(hp.env).vector_entry_point)
+        except gym.error.Error:
+            native = False
+    if native:
+        raise ConfigError(f"agent {hp.agent!r} needs same-step autoreset: use vector_mode=sync or async "
+                          f"(got vector_mode={hp.vector_mode!r})")
+
+
+class OnPolicyAgent(Agent):
+    """Actor-critic + rollout memory + a policy-gradient loss, run for `epochs` epochs per rollout."""
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        _check_vector_mode(hp)
+        self.model = models[hp.model].build(hp, obs_space, action_space).to(self.device)
+        self.optimizer = FlatAdam(self.model, hp.lr, hp.adam_eps)
+        self.policy = act_select[hp.act_select].build(hp, action_space, seed=seed + 1)
+        self.greedy = act_select[f"deterministic_{hp.act_select}"].build(hp, action_space)
+        self.loss_fn = grad_comp[hp.grad_comp]
+        self.recurrent = self.model.hidden_shape is not None
+        self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
+        self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None
+        self.reward_norm = RewardNormalizer(num_envs, hp.gamma, hp.clip_reward) if hp.normalize_reward else None
+        self.shuffle = torch.Generator().manual_seed(seed + 2)
+        self.hidden = self.model.initial_state(num_envs, self.device)
+        self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
+        self.grad_steps = self.updates = 0
+        self._cache: tuple | None = None
+
+    # ------------------------------------------------------------------ acting
+    def _input(self, obs: np.ndarray, update_stats: bool = False) -> torch.Tensor:
+        if self.obs_norm is not None:
+            obs = self.obs_norm(obs, update=update_stats)
+        return self.to_tensor(obs)
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        if deterministic:
+            return self.act_eval(obs, self.hidden)[0]
+        x = self._input(obs, update_stats=True)
+        with torch.inference_mode():
+            params, values, hidden = self.model(x, self.hidden)
+            step = self.policy(params)
+        self._cache = (x, step.actions, step.log_probs, values, self.hidden, hidden)
+        self.hidden = hidden
+        return step.env_actions
+
+    def eval_state(self, num_envs: int):
+        return self.model.initial_state(num_envs, self.device)
+
+    def act_eval(self, obs: np.ndarray, state):
+        with torch.inference_mode():
+            params, _, state = self.model(self._input(obs), state)
+            return self.greedy(params).env_actions, state
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        if len(rewards) != self.num_envs:
+            raise ConfigError(f"agent {self.hp.agent!r} must observe all {self.num_envs} envs at every step; "
+                              f"use vector_mode=sync or async")
+        x, stored_actions, log_probs, values, hidden, next_hidden = self._cache
+        if self.reward_norm is not None:
+            rewards = self.reward_norm(rewards, np.logical_or(terminated, truncated))
+        self.memory.add(x, stored_actions, rewards, self._input(next_obs), terminated, truncated, values, log_probs,
+                        hidden, next_hidden, self.starts)
+        self.starts[:] = 0.0
+        self.env_steps += len(rewards)
+
+    def reset_episodes(self, done: np.ndarray) -> None:
+        self.starts[done] = 1.0
+        if self.recurrent:
+            with torch.inference_mode():
+                self.hidden = self.hidden * torch.from_numpy(1.0 - self.starts).to(self.device).view(-1, 1, 1)
+
+    # ------------------------------------------------------------------ learning
+    def _schedule(self) -> tuple[float, float]:
+        hp = self.hp
+        remaining = max(0.0, 1.0 - self.env_steps / hp.train_steps)
+        return (hp.lr * (remaining if hp.lr_decay else 1.0),
+                hp.clip_range * (remaining if hp.clip_decay else 1.0))
+
+    def _evaluate(self, batch, need_entropy: bool):
+        if self.recurrent:
+            params, values = self.model.forward_sequence(batch.obs, batch.hidden, batch.starts)
+        else:
+            params, values, _ = self.model(batch.obs)
+        entropy = self.policy.entropy(params) if need_entropy else None
+        return self.policy.log_prob(params, batch.actions), entropy, values
+
+    def update(self) -> dict:
+        if not self.memory.full:
+            return {}
+        hp, mem = self.hp, self.memory
+        lr, clip = self._schedule()
+        self.optimizer.lr = lr
+        with torch.inference_mode():  # V(real_next_obs) of every stored step, in one forward pass
+            next_hidden = mem.next_hidden.flatten(0, 1).to(self.device) if self.recurrent else None
+            _, next_values, _ = self.model(mem.next_obs.flatten(0, 1).to(self.device), next_hidden)
+        mem.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
+        batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
+        coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
+                     normalize_advantage=hp.normalize_advantage)
+        batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
+        single = len(batches) == 1  # one minibatch holds the rollout: the same tensors every epoch
+        if single:
+            batches[0] = batches[0]._replace(advantages=normalized_advantages(batches[0], hp.normalize_advantage))
+            coefs["normalize_advantage"] = False
+        info: dict = {}
+        epochs = 0
+        while epochs < hp.epochs and not info.get("stopped"):
+            if epochs and not single:
+                batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
+            epochs += 1
+            for i, batch in enumerate(batches):
+                want_info = hp.target_kl > 0 or (epochs == hp.epochs and i == len(batches) - 1)
+                log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
+                loss, step_info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=want_info, **coefs)
+                if hp.target_kl > 0 and step_info["losses/approx_kl"].item() > 1.5 * hp.target_kl:
+                    info = {**step_info, "stopped": True}  # early stop: the policy moved far enough
+                    break
+                self._step(loss)
+                info = step_info or info
+        mem.reset()
+        self.updates += 1
+        info.pop("stopped", None)
+        info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
+        return info
+
+    def _step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.hp.max_grad_norm > 0:
+            self.optimizer.clip_grad_norm(self.hp.max_grad_norm)
+        self.optimizer.step()
+        self.grad_steps += 1
+
+    # ------------------------------------------------------------------ checkpointing
+    def state_dict(self, include_memory: bool = True) -> dict:
+        state = {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "policy": self.policy.state_dict(), "shuffle": self.shuffle.get_state(),
+            "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "updates": self.updates},
+        }
+        if self.obs_norm is not None:
+            state["obs_norm"] = self.obs_norm.state_dict()
+        if self.reward_norm is not None:
+            state["reward_norm"] = self.reward_norm.state_dict()
+        if include_memory:
+            state["memory"] = self.memory.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore; the envs restart their episodes after a load, so the stored partial rollout is cut there."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.policy.load_state_dict(state["policy"])
+        self.shuffle.set_state(state["shuffle"])
+        c = state["counters"]
+        self.env_steps, self.grad_steps, self.updates = c["env_steps"], c["grad_steps"], c["updates"]
+        if self.obs_norm is not None:
+            self.obs_norm.load_state_dict(state["obs_norm"])
+        if self.reward_norm is not None:
+            self.reward_norm.load_state_dict(state["reward_norm"])
+            self.reward_norm.reset()
+        self.memory.reset()
+        if "memory" in state:
+            self.memory.load_state_dict(state["memory"])
+            self.memory.cut()
+        self.hidden = self.model.initial_state(self.num_envs, self.device)
+        self.starts[:] = 1.0
+
+
+for _name in ("vpg", "a2c", "ppo"):
+    agents.register(_name)(OnPolicyAgent)

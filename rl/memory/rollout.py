@@ -1,0 +1,172 @@
+"""On-policy rollout storage with GAE(lambda) (Schulman et al. 2016, "High-Dimensional Continuous Control Using
+Generalized Advantage Estimation"), batched over N envs as in ChainerRL's batch PPO.
+
+A rollout is (num_steps x num_envs) transitions in preallocated CPU tensors. Each step stores the observation, the
+action, the policy's log-probability and value at acting time, the reward, and the *real* next observation (the final
+observation where an episode ended). Every step bootstraps from V(real_next_obs_t) * (1 - terminated_t) and the
+recursion is cut by (1 - (terminated_t | truncated_t)), so termination (no bootstrap), truncation (bootstrap from the
+final observation) and the rollout's last step (bootstrap from the next observation) are one rule, applied in one
+vectorised backward pass over time. Recurrent policies also store the hidden state used to act, the one it produced
+(to value real_next_obs), and episode-start flags; their minibatches are whole per-env sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from rl.registry import memory
+
+
+class RolloutBatch(NamedTuple):
+    """A minibatch. Feed-forward: flat [B, ...]. Recurrent: `obs`, `starts` are [T, n, ...] sequences and `hidden`
+    the [n, ...] state before their first step; every other field is flat [T * n] in time-major order."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    old_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    hidden: torch.Tensor | None = None
+    starts: torch.Tensor | None = None
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,
+        dones: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """Advantages [T, N] from per-step next values (already V(real_next_obs_t)); one backward pass over T."""
+    deltas = rewards + gamma * (1.0 - terminated) * next_values - values
+    carry = gamma * lam * (1.0 - dones)
+    adv = np.empty_like(deltas)
+    last = np.zeros_like(deltas[0])
+    for t in range(len(deltas) - 1, -1, -1):
+        last = deltas[t] + carry[t] * last
+        adv[t] = last
+    return adv
+
+
+def _storage_dtype(dtype) -> torch.dtype:
+    dtype = np.dtype(dtype)
+    return torch.float32 if np.issubdtype(dtype, np.floating) else torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+@memory.register("rollout")
+class RolloutMemory:
+    """Preallocated (num_steps x num_envs) on-policy storage; `full` after num_steps batched adds."""
+
+    FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "dones", "values", "log_probs")
+    RECURRENT_FIELDS = ("hidden", "next_hidden", "starts")
+
+    def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (),
+                 action_dtype=np.int64, hidden_shape: tuple | None = None, device: str | torch.device = "cpu"):
+        self.num_steps, self.num_envs, self.device = int(num_steps), int(num_envs), torch.device(device)
+        T, N = self.num_steps, self.num_envs
+        self.obs = torch.zeros((T, N, *obs_shape), dtype=_storage_dtype(obs_dtype))
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros((T, N, *action_shape), dtype=_storage_dtype(action_dtype))
+        for name in ("rewards", "terminated", "dones", "values", "log_probs", "advantages", "returns"):
+            setattr(self, name, torch.zeros((T, N)))
+        self.recurrent = hidden_shape is not None
+        if self.recurrent:
+            self.hidden = torch.zeros((T, N, *hidden_shape))
+            self.next_hidden = torch.zeros_like(self.hidden)
+            self.starts = torch.zeros((T, N))
+        self.pos = 0
+
+    @classmethod
+    def build(cls, hp, obs_space, action_space, num_envs: int, hidden_shape: tuple | None = None) -> RolloutMemory:
+        return cls(hp.num_steps, num_envs, obs_space.shape, obs_space.dtype, action_space.shape, action_space.dtype,
+                   hidden_shape=hidden_shape, device=hp.device)
+
+    def __len__(self) -> int:
+        return self.pos * self.num_envs
+
+    @property
+    def full(self) -> bool:
+        return self.pos == self.num_steps
+
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated, values: torch.Tensor,
+            log_probs: torch.Tensor, hidden=None, next_hidden=None, starts=None) -> None:
+        """Store one batched step (a leading env dimension on every argument)."""
+        t = self.pos
+        self.obs[t] = torch.as_tensor(obs)
+        self.actions[t] = torch.as_tensor(actions)
+        self.next_obs[t] = torch.as_tensor(next_obs)
+        self.rewards[t].numpy()[:] = rewards
+        self.terminated[t].numpy()[:] = terminated
+        self.dones[t].numpy()[:] = np.logical_or(terminated, truncated)
+        self.values[t] = values
+        self.log_probs[t] = log_probs
+        if self.recurrent:
+            self.hidden[t], self.next_hidden[t] = hidden, next_hidden
+            self.starts[t].numpy()[:] = starts
+        self.pos += 1
+
+    def compute_advantages(self, next_values: torch.Tensor, gamma: float, lam: float) -> None:
+        """Fill `advantages` and `returns` (= advantages + values) from V(real_next_obs) of every stored step."""
+        n = self.pos
+        adv = gae(self.rewards[:n].numpy(), self.values[:n].numpy(), next_values.reshape(n, -1).cpu().numpy(),
+                  self.terminated[:n].numpy(), self.dones[:n].numpy(), gamma, lam)
+        self.advantages[:n] = torch.from_numpy(adv)
+        torch.add(self.advantages[:n], self.values[:n], out=self.returns[:n])
+
+    def minibatches(self, batch_size: int, generator: torch.Generator, seq_len: int = 0) -> Iterator[RolloutBatch]:
+        """One epoch of minibatches. Feed-forward: shuffled transitions (no shuffle, no copy when one minibatch
+        holds the rollout). Recurrent: shuffled sequences, batch_size // seq_len of them a minibatch; a sequence is
+        an env's whole rollout (seq_len 0), or a seq_len-step piece of it that starts from the stored hidden state
+        (backpropagation through time truncated to seq_len steps: seq_len sequential GRU steps instead of T)."""
+        T, N = self.pos, self.num_envs
+        dev = self.device
+        if not self.recurrent:
+            flat = [x[:T].flatten(0, 1) for x in (self.obs, self.actions, self.log_probs, self.values,
+                                                  self.advantages, self.returns)]
+            total = T * N
+            if batch_size >= total:
+                yield RolloutBatch(*(x.to(dev, non_blocking=True) for x in flat))
+                return
+            perm = torch.randperm(total, generator=generator)
+            for start in range(0, total, batch_size):
+                idx = perm[start:start + batch_size]
+                yield RolloutBatch(*(x[idx].to(dev, non_blocking=True) for x in flat))
+            return
+        L = seq_len if 0 < seq_len < T and T % seq_len == 0 else T
+        chunks = T // L  # each env's rollout is cut into `chunks` sequences of L steps
+
+        def seq(x):  # [T, N, ...] -> [L, chunks * N, ...]: sequence j = (chunk j // N, env j % N)
+            return x[:T].reshape(chunks, L, N, *x.shape[2:]).transpose(0, 1).reshape(L, chunks * N, *x.shape[2:])
+
+        layout = [seq(x) for x in (self.obs, self.actions, self.log_probs, self.values, self.advantages,
+                                   self.returns, self.starts)]
+        first_hidden = self.hidden[:T:L].reshape(chunks * N, *self.hidden.shape[2:])  # the state each sequence began in
+        count = chunks * N
+        per_batch = max(1, batch_size // L)
+        perm = torch.randperm(count, generator=generator) if per_batch < count else torch.arange(count)
+        for start in range(0, count, per_batch):
+            idx = perm[start:start + per_batch]
+            obs, actions, log_probs, values, adv, returns, starts = (x[:, idx].to(dev) for x in layout)
+            flat = [x.flatten(0, 1) for x in (actions, log_probs, values, adv, returns)]
+            yield RolloutBatch(obs, *flat, first_hidden[idx].to(dev), starts)
+
+    def reset(self) -> None:
+        self.pos = 0
+
+    def cut(self) -> None:
+        """End every env's trajectory at the last stored step (a truncation: bootstrap, stop the recursion); used
+        when the envs restart their episodes, as they do on resume."""
+        if self.pos:
+            self.dones[self.pos - 1] = 1.0
+
+    # ------------------------------------------------------------------ checkpointing
+    def _fields(self) -> tuple[str, ...]:
+        return self.FIELDS + (self.RECURRENT_FIELDS if self.recurrent else ())
+
+    def state_dict(self) -> dict:
+        return {"pos": self.pos, "data": {f: getattr(self, f)[: self.pos].clone() for f in self._fields()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pos = int(state["pos"])
+        for f in self._fields():
+            getattr(self, f)[: self.pos] = state["data"][f]

@@ -1,0 +1,150 @@
+"""Actor-critic networks for the on-policy family (Mnih et al. 2016, A3C; Schulman et al. 2017, PPO).
+
+A torso (`hp.torso`, e.g. mlp) feeds a policy head and a value head, either through one shared stream or through two
+separate ones (`shared_torso`). The policy head is `categorical_policy` (logits, Discrete actions) or
+`gaussian_policy` (a mean and a state-independent log-std, Box actions). Weights are orthogonal with gains sqrt(2)
+(torso), 0.01 (policy) and 1 (value), as in the PPO/A2C implementations (Andrychowicz et al. 2021, "What matters in
+on-policy RL").
+
+With `recurrent=True` each stream gets a GRU cell (Cho et al. 2014) after its torso, all streams' cells evaluated
+together (`StackedGRU`). The hidden state has shape [batch, streams, recurrent_hidden_size]; it is zeroed where an
+episode starts, both when acting step by step and when a minibatch replays stored sequences (`forward_sequence`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rl.errors import ConfigError
+from rl.models.mlp import init_orthogonal
+from rl.registry import models
+
+
+@models.register("categorical_policy")
+class CategoricalHead(nn.Module):
+    """Logits of a categorical distribution over `num_actions`."""
+
+    def __init__(self, in_dim: int, num_actions: int):
+        super().__init__()
+        self.out = nn.Linear(in_dim, num_actions)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return F.linear(features, self.out.weight, self.out.bias)
+
+
+@models.register("gaussian_policy")
+class GaussianHead(nn.Module):
+    """A diagonal Gaussian: a state-dependent mean and a learned, state-independent log-std."""
+
+    def __init__(self, in_dim: int, action_dim: int, log_std_init: float = 0.0):
+        super().__init__()
+        self.out = nn.Linear(in_dim, action_dim)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.linear(features, self.out.weight, self.out.bias), self.log_std
+
+
+class StackedGRU(nn.Module):
+    """k independent GRU cells (Cho et al. 2014; PyTorch's gate equations), one per stream, evaluated together with
+    batched matrix products: the state is [k, B, H], so a step costs the ops of one cell whatever k is."""
+
+    def __init__(self, streams: int, in_dim: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        bound = 1.0 / math.sqrt(hidden_size)  # nn.GRU's initialisation
+
+        def param(*shape):
+            return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
+
+        self.weight_ih = param(streams, in_dim, 3 * hidden_size)  # transposed: x @ W
+        self.weight_hh = param(streams, hidden_size, 3 * hidden_size)
+        self.bias_ih, self.bias_hh = param(streams, 1, 3 * hidden_size), param(streams, 1, 3 * hidden_size)
+
+    def input_gates(self, x: torch.Tensor) -> torch.Tensor:
+        """The input's share of the gates, [k, M, 3H] from [k, M, in]: one product for every step of a sequence."""
+        return torch.baddbmm(self.bias_ih, x, self.weight_ih)
+
+    def cell(self, gi: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """One step from input gates gi [k, B, 3H] and state h [k, B, H] (gate order r, z, n as in nn.GRU)."""
+        H = self.hidden_size
+        gh = torch.baddbmm(self.bias_hh, h, self.weight_hh)
+        rz = torch.sigmoid(gi[..., :2 * H] + gh[..., :2 * H])
+        n = torch.tanh(gi[..., 2 * H:] + rz[..., :H] * gh[..., 2 * H:])
+        return n + rz[..., H:] * (h - n)
+
+
+@models.register("actor_critic")
+class ActorCritic(nn.Module):
+    """Torso stream(s) -> optional GRU -> policy head and value head."""
+
+    def __init__(self, torsos: list[nn.Module], pi_head: nn.Module, recurrent_hidden_size: int = 0,
+                 ortho_init: bool = True):
+        super().__init__()
+        self.torsos = nn.ModuleList(torsos)  # one (shared) or two (policy, value)
+        feat = torsos[0].out_dim
+        self.recurrent = recurrent_hidden_size > 0
+        self.hidden_size = recurrent_hidden_size
+        self.gru = StackedGRU(len(torsos), feat, recurrent_hidden_size) if self.recurrent else None
+        if self.recurrent:
+            feat = recurrent_hidden_size
+        self.pi_head = pi_head
+        self.v_head = nn.Linear(feat, 1)
+        if ortho_init:
+            for torso in self.torsos:
+                init_orthogonal(torso, math.sqrt(2))
+            init_orthogonal(self.pi_head, 0.01)
+            init_orthogonal(self.v_head, 1.0)
+
+    @classmethod
+    def build(cls, hp, obs_space, action_space) -> ActorCritic:
+        torsos = [models[hp.torso].build(hp, obs_space) for _ in range(1 if hp.shared_torso else 2)]
+        feat = hp.recurrent_hidden_size if hp.recurrent else torsos[0].out_dim
+        if hasattr(action_space, "n"):
+            head = models["categorical_policy"](feat, int(action_space.n))
+        elif getattr(action_space, "shape", None) and len(action_space.shape) == 1:
+            head = models["gaussian_policy"](feat, int(action_space.shape[0]), hp.log_std_init)
+        else:
+            raise ConfigError(f"actor_critic needs a Discrete or a 1-d Box action space, the env has {action_space}")
+        if hp.recurrent and hp.recurrent_hidden_size <= 0:
+            raise ConfigError(f"recurrent=True needs recurrent_hidden_size > 0, got {hp.recurrent_hidden_size}")
+        return cls(torsos, head, hp.recurrent_hidden_size if hp.recurrent else 0, hp.ortho_init)
+
+    @property
+    def hidden_shape(self) -> tuple[int, int] | None:
+        """Shape of one env's hidden state, or None for a feed-forward network."""
+        return (len(self.torsos), self.hidden_size) if self.recurrent else None
+
+    def initial_state(self, batch: int, device=None) -> torch.Tensor | None:
+        return torch.zeros(batch, *self.hidden_shape, device=device) if self.recurrent else None
+
+    def _heads(self, feats: list[torch.Tensor]):
+        value = F.linear(feats[-1], self.v_head.weight, self.v_head.bias).squeeze(-1)
+        return self.pi_head(feats[0]), value
+
+    def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None):
+        """One step: (policy parameters, values [B], next hidden state [B, streams, H] or None)."""
+        feats = [torso(obs) for torso in self.torsos]
+        if self.recurrent:
+            h = self.gru.cell(self.gru.input_gates(torch.stack(feats)), hidden.transpose(0, 1))
+            feats, hidden = list(h), h.transpose(0, 1)
+        params, value = self._heads(feats)
+        return params, value, hidden
+
+    def forward_sequence(self, obs: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor):
+        """Replay sequences obs [T, n, ...] from `hidden` [n, streams, H], zeroing the state where `starts` [T, n]
+        is 1; returns policy parameters and values flattened to [T * n] (time-major)."""
+        T, n = starts.shape
+        x = torch.stack([torso(obs.flatten(0, 1)) for torso in self.torsos])  # the torsos run once over all steps
+        gates = self.gru.input_gates(x).view(len(self.torsos), T, n, -1)
+        keep = (1.0 - starts).unsqueeze(-1)
+        h, seq = hidden.transpose(0, 1), []
+        for t in range(T):
+            h = self.gru.cell(gates[:, t], h * keep[t])
+            seq.append(h)
+        out = torch.stack(seq, 1).flatten(1, 2)  # [streams, T * n, H]
+        return self._heads(list(out))
