@@ -2,4 +2,5 @@
 
 from rl.agents import dqn  # noqa: F401  (registers members)
 from rl.agents.base import Agent  # noqa: F401
+from rl.agents import continuous  # noqa: F401
 from rl.agents import on_policy  # noqa: F401

@@ -13,6 +13,8 @@ import difflib
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
+from rl.envs import bullet  # noqa: F401  (registers the PyBullet ids with gymnasium)
+from rl.envs import masked_cartpole  # noqa: F401  (registers CartPoleNoVel-v1)
 from rl.errors import ConfigError
 from rl.registry import envs
 
@@ -63,4 +65,3 @@ def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, ve
 def is_same_step(env: gym.vector.VectorEnv) -> bool:
     """True when the env reports an episode's final observation in the step that ends it."""
     return env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP) == AutoresetMode.SAME_STEP
-from rl.envs import masked_cartpole  # noqa: F401  (registers CartPoleNoVel-v1)

@@ -4,5 +4,6 @@
 """
 
 from rl.models import mlp, q_network  # noqa: F401  (registers members)
-from rl.models import distributional, noisy  # noqa: F401  (replay family, issue 5)
+from rl.models import continuous  # noqa: F401
 from rl.models import actor_critic  # noqa: F401
+from rl.models import distributional, noisy  # noqa: F401  (replay family, issue 5)

@@ -1,0 +1,104 @@
+"""SAC: our `sac_pendulum` against Stable-Baselines3's SAC with the same rl-baselines3-zoo settings and seeds, one
+after the other in one run, each as a whole process; or, with `--env HalfCheetahBulletEnv-v0`, the same comparison
+with `sac_halfcheetah_bullet`'s settings, for steps/s on a PyBullet robot.
+
+    .venv/bin/pip install stable-baselines3      # the peer, for benchmarks only
+    .venv/bin/python benchmarks/sac_pendulum.py --seeds 0 1 2
+    .venv/bin/python benchmarks/sac_pendulum.py --env HalfCheetahBulletEnv-v0 --steps 20000 --seeds 0
+
+Prints whole-process wall time, steps/s, peak memory and the final deterministic evaluation for both, and the speed
+ratio SB3 time / our time. SB3 runs with torch's default thread count; ours with the set's `torch_threads` unless
+`--threads` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from common import last_json_line, print_table, run_process
+
+# our set -> the same settings in SB3's terms (rl-baselines3-zoo hyperparams/sac.yml)
+SETTINGS = {
+    "Pendulum-v1": ("sac_pendulum", 20_000, 10,
+                    dict(learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005,
+                         gamma=0.99, train_freq=1, gradient_steps=1, policy_kwargs=dict(net_arch=[256, 256]))),
+    "HalfCheetahBulletEnv-v0": ("sac_halfcheetah_bullet", 20_000, 2,
+                                dict(learning_rate=7.3e-4, buffer_size=300_000, learning_starts=10_000,
+                                     batch_size=256, tau=0.02, gamma=0.98, train_freq=8, gradient_steps=8,
+                                     policy_kwargs=dict(net_arch=[400, 300]))),
+}
+
+SB3_SCRIPT = """
+import json, sys, time
+import gymnasium as gym, numpy as np, torch
+import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
+from stable_baselines3 import SAC
+from stable_baselines3.common.evaluation import evaluate_policy
+env_id, seed, steps, episodes, kwargs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
+    json.loads(sys.argv[5])
+start = time.perf_counter()
+model = SAC("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0, **kwargs)
+model.learn(steps)
+train_s = time.perf_counter() - start
+last10 = [ep["r"] for ep in list(model.ep_info_buffer)[-10:]]
+mean, std = evaluate_policy(model, gym.make(env_id), n_eval_episodes=episodes, deterministic=True)
+print(json.dumps({"mean_return": float(mean), "std_return": float(std), "train_s": train_s,
+                  "last10": float(np.mean(last10)) if last10 else None}))
+"""
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="Pendulum-v1", choices=list(SETTINGS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=None, help="env steps (default: 20000)")
+    p.add_argument("--episodes", type=int, default=None, help="evaluation episodes (default: 10; 2 on PyBullet)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for ours (default: the set's)")
+    p.add_argument("--override", default="", help="extra --hparam_override for ours, e.g. matmul_precision=highest")
+    p.add_argument("--skip_peer", action="store_true", help="run only ours")
+    args = p.parse_args()
+    set_name, default_steps, default_episodes, sb3_kwargs = SETTINGS[args.env]
+    steps, episodes = args.steps or default_steps, args.episodes or default_episodes
+    override = ",".join(x for x in [args.override, f"torch_threads={args.threads}" if args.threads else ""] if x)
+    py = sys.executable
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            out = Path(tmp) / f"ours_{seed}"
+            cmd = [py, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed", str(seed),
+                   "--train_steps", str(steps), "--eval_episodes", str(episodes),
+                   "--hparam_override", ",".join(x for x in ["eval_interval=0", override] if x)]
+            ours = run_process(cmd)
+            ev = json.loads((out / "eval.json").read_text())
+            rows.append({"impl": "rl", "seed": seed, "wall_s": ours["wall_s"], "steps_per_s": steps / ours["wall_s"],
+                         "peak_mib": ours["peak_rss_mib"], "eval_return": ev["mean_return"]})
+            if not args.skip_peer:
+                sb3 = run_process([py, "-c", SB3_SCRIPT, args.env, str(seed), str(steps), str(episodes),
+                                   json.dumps(sb3_kwargs)])
+                res = last_json_line(sb3["stdout"])
+                rows.append({"impl": "sb3", "seed": seed, "wall_s": sb3["wall_s"],
+                             "steps_per_s": steps / sb3["wall_s"], "peak_mib": sb3["peak_rss_mib"],
+                             "eval_return": res["mean_return"]})
+            print_table(rows[-2:], list(rows[0]))
+    print(f"\nSAC {args.env} ({set_name}), {steps} steps, whole processes")
+    print_table(rows, list(rows[0]))
+    ours = [r for r in rows if r["impl"] == "rl"]
+    peer = [r for r in rows if r["impl"] == "sb3"]
+    print(f"\nrl : mean wall {np.mean([r['wall_s'] for r in ours]):.1f} s, "
+          f"{np.mean([r['steps_per_s'] for r in ours]):.0f} steps/s, "
+          f"evals {[round(r['eval_return']) for r in ours]}")
+    if peer:
+        print(f"sb3: mean wall {np.mean([r['wall_s'] for r in peer]):.1f} s, "
+              f"{np.mean([r['steps_per_s'] for r in peer]):.0f} steps/s, "
+              f"evals {[round(r['eval_return']) for r in peer]}")
+        ratio = np.mean([r["wall_s"] for r in peer]) / np.mean([r["wall_s"] for r in ours])
+        print(f"speed ratio (sb3 wall / rl wall): {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

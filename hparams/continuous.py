@@ -1,0 +1,184 @@
+"""Continuous-control sets: DDPG, TD3 and SAC family bases (Stable-Baselines3's defaults), Pendulum and PyBullet sets
+with rl-baselines3-zoo's tuned settings, and `sac_ant_bullet` with PyTorchRL's Table 2 (Bou et al. 2021).
+
+The zoo's PyBullet entries also wrap the env in a TimeFeatureWrapper and (SAC) use gSDE exploration; neither is
+implemented here, so those two sets are the zoo's settings without them.
+"""
+
+from hparams.base import base, off_policy
+from rl.hparams import HParams
+from rl.registry import hparams
+
+
+def actor_critic() -> HParams:
+    """Settings every off-policy actor-critic shares (not registered: it names no algorithm)."""
+    hp = off_policy(base())
+    d = hp.define
+    d("critic", "twin_q", "models registry key of the critics: q_critic (one) or twin_q (clipped double Q)")
+    d("lr_actor", 0.0, "actor learning rate (0: lr, which is the critics' learning rate)")
+    d("update_every", 0, "PyTorchRL's name for train_freq: env steps between training phases (0: use train_freq)")
+    d("num_updates", 0, "PyTorchRL's name for gradient_steps: gradient steps per phase (0: use gradient_steps)")
+    d("policy_delay", 1, "gradient steps per actor update; targets move with the actor (TD3: 2)")
+    d("matmul_precision", "highest", "float32 matmuls in updates: highest (fp32), high (TF32 on GPUs) or medium "
+      "(bf16 units such as Intel AMX; 256-wide matmuls about 2.5x faster; fp32 where the CPU has none)")
+    hp.env = "Pendulum-v1"
+    hp.lr = 1e-3
+    hp.buffer_size = 1_000_000
+    hp.learning_starts = 100
+    hp.batch_size = 256
+    hp.train_freq = 1
+    hp.gradient_steps = 1
+    hp.tau = 0.005
+    hp.target_update_interval = 1  # in actor updates (gradient steps for DDPG and SAC)
+    hp.max_grad_norm = 0.0  # SB3, CleanRL and the papers do not clip
+    hp.eval_interval = 5_000
+    hp.checkpoint_interval = 5_000
+    hp.log_interval = 1_000
+    return hp
+
+
+@hparams.register
+def ddpg() -> HParams:
+    """SB3's DDPG: deterministic actor, one critic, Gaussian exploration noise."""
+    hp = actor_critic()
+    hp.agent, hp.model, hp.critic, hp.act_select, hp.grad_comp = (
+        "ddpg", "deterministic_actor", "q_critic", "deterministic_noise", "ddpg")
+    d = hp.define
+    d("noise_type", "normal", "exploration noise added to the actor's action: normal, ornstein_uhlenbeck or none")
+    d("noise_std", 0.1, "exploration noise scale (sigma) in the normalised action box [-1, 1]")
+    d("ou_theta", 0.15, "Ornstein-Uhlenbeck mean reversion rate")
+    d("ou_dt", 1e-2, "Ornstein-Uhlenbeck time step")
+    hp.hidden_sizes = [400, 300]
+    return hp
+
+
+@hparams.register
+def td3() -> HParams:
+    """SB3's TD3: DDPG plus twin critics, target policy smoothing and a delayed actor."""
+    hp = ddpg()
+    hp.agent, hp.critic, hp.grad_comp = "td3", "twin_q", "td3"
+    d = hp.define
+    d("target_noise", 0.2, "std of the target policy smoothing noise (normalised action units)")
+    d("target_noise_clip", 0.5, "the smoothing noise is clipped to +-this")
+    hp.policy_delay = 2
+    return hp
+
+
+@hparams.register
+def sac() -> HParams:
+    """SB3's SAC: squashed-Gaussian actor, twin critics, automatic entropy tuning."""
+    hp = actor_critic()
+    hp.agent, hp.model, hp.critic, hp.act_select, hp.grad_comp = (
+        "sac", "squashed_gaussian_actor", "twin_q", "squashed_gaussian", "sac")
+    d = hp.define
+    d("initial_alpha", 1.0, "initial entropy temperature alpha")
+    d("tune_alpha", True, "learn alpha towards the target entropy (false: alpha stays initial_alpha)")
+    d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))")
+    d("lr_alpha", 0.0, "temperature learning rate (0: lr)")
+    hp.lr = 3e-4
+    hp.hidden_sizes = [256, 256]
+    return hp
+
+
+# ------------------------------------------------------------------------------------------------ Pendulum (zoo)
+@hparams.register
+def sac_pendulum() -> HParams:
+    """rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1."""
+    hp = sac()
+    hp.env = "Pendulum-v1"
+    hp.train_steps = 20_000
+    hp.lr = 1e-3
+    hp.matmul_precision = "medium"  # bf16 matmul units: same returns here, much less time per update
+    return hp
+
+
+@hparams.register
+def td3_pendulum() -> HParams:
+    """rl-baselines3-zoo hyperparams/td3.yml, Pendulum-v1."""
+    hp = td3()
+    hp.env = "Pendulum-v1"
+    hp.train_steps = 20_000
+    hp.gamma = 0.98
+    hp.buffer_size = 200_000
+    hp.learning_starts = 10_000
+    hp.noise_type, hp.noise_std = "normal", 0.1
+    hp.lr = 1e-3
+    hp.hidden_sizes = [400, 300]
+    hp.matmul_precision = "medium"  # bf16 matmul units: same returns here, much less time per update
+    return hp
+
+
+@hparams.register
+def ddpg_pendulum() -> HParams:
+    """rl-baselines3-zoo hyperparams/ddpg.yml, Pendulum-v1 (the same settings as TD3's)."""
+    hp = ddpg()
+    hp.env = "Pendulum-v1"
+    hp.train_steps = 20_000
+    hp.gamma = 0.98
+    hp.buffer_size = 200_000
+    hp.learning_starts = 10_000
+    hp.noise_type, hp.noise_std = "normal", 0.1
+    hp.lr = 1e-3
+    hp.hidden_sizes = [400, 300]
+    hp.matmul_precision = "medium"  # bf16 matmul units: same returns here, much less time per update
+    return hp
+
+
+# ------------------------------------------------------------------------------------------------ PyBullet
+@hparams.register
+def sac_ant_bullet() -> HParams:
+    """PyTorchRL's Table 2 (SAC on PyBullet, single-threaded): lr_q 1e-3, lr_pi 1e-4, lr_alpha 1e-5, gamma 0.98,
+    initial alpha 0.2, polyak 0.995 (tau 0.005), buffer 1.5M, batch 256, 10000 start steps, 32 updates every 128
+    steps, MLP 256x256 ReLU."""
+    hp = sac()
+    hp.env = "AntBulletEnv-v0"
+    hp.train_steps = 1_000_000
+    hp.lr, hp.lr_actor, hp.lr_alpha = 1e-3, 1e-4, 1e-5
+    hp.gamma = 0.98
+    hp.initial_alpha = 0.2
+    hp.tau = 1.0 - 0.995
+    hp.buffer_size = 1_500_000
+    hp.batch_size = 256
+    hp.learning_starts = 10_000
+    hp.update_every, hp.num_updates = 128, 32
+    hp.hidden_sizes = [256, 256]
+    hp.eval_interval = 50_000
+    hp.checkpoint_interval = 50_000
+    return hp
+
+
+@hparams.register
+def sac_halfcheetah_bullet() -> HParams:
+    """rl-baselines3-zoo hyperparams/sac.yml, HalfCheetahBulletEnv-v0 (without its gSDE and TimeFeatureWrapper)."""
+    hp = sac()
+    hp.env = "HalfCheetahBulletEnv-v0"
+    hp.train_steps = 1_000_000
+    hp.lr = 7.3e-4
+    hp.buffer_size = 300_000
+    hp.batch_size = 256
+    hp.gamma = 0.98
+    hp.tau = 0.02
+    hp.train_freq, hp.gradient_steps = 8, 8
+    hp.learning_starts = 10_000
+    hp.hidden_sizes = [400, 300]
+    hp.eval_interval = 50_000
+    hp.checkpoint_interval = 50_000
+    return hp
+
+
+@hparams.register
+def td3_halfcheetah_bullet() -> HParams:
+    """rl-baselines3-zoo hyperparams/td3.yml, HalfCheetahBulletEnv-v0 (without its TimeFeatureWrapper)."""
+    hp = td3()
+    hp.env = "HalfCheetahBulletEnv-v0"
+    hp.train_steps = 1_000_000
+    hp.gamma = 0.98
+    hp.buffer_size = 200_000
+    hp.learning_starts = 10_000
+    hp.noise_type, hp.noise_std = "normal", 0.1
+    hp.train_freq, hp.gradient_steps = 1, 1
+    hp.lr = 1e-3
+    hp.hidden_sizes = [400, 300]
+    hp.eval_interval = 50_000
+    hp.checkpoint_interval = 50_000
+    return hp

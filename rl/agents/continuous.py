@@ -1,0 +1,238 @@
+"""Off-policy actor-critic agents for continuous actions: DDPG (Lillicrap et al. 2016), TD3 (Fujimoto et al. 2018)
+and SAC (Haarnoja et al. 2018), sharing one base that owns the replay memory, the update schedule, one flat Adam per
+network (each with its own learning rate) and the Polyak target updates.
+
+Schedule: every `every` env steps after `learning_starts`, `num_updates` gradient steps. SB3 calls these
+`train_freq`/`gradient_steps`, PyTorchRL `update_every`/`num_updates`; `update_schedule` maps the second pair onto
+the first. Gradient step g updates the actor when g % policy_delay == 0 (TD3's delay; 1 for DDPG and SAC) and the
+targets every `target_update_interval` actor updates. Actions live in [-1, 1]^d inside the agent (memory, networks,
+noise) and are scaled to the env's bounds on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+
+import numpy as np
+import torch
+
+from rl.act_select.continuous import BoxScaler
+from rl.agents.base import Agent
+from rl.agents.flat_adam import FlatAdam, flatten_parameters
+from rl.errors import ConfigError
+from rl.registry import act_select, agents, grad_comp, memory, models
+
+PRECISIONS = ("highest", "high", "medium")
+
+
+def update_schedule(hp) -> tuple[int, int]:
+    """(env steps between training phases, gradient steps per phase): PyTorchRL's `update_every`/`num_updates`
+    when set (> 0), else SB3's `train_freq`/`gradient_steps`."""
+    every = hp.update_every if hp.update_every > 0 else hp.train_freq
+    steps = hp.num_updates if hp.num_updates > 0 else hp.gradient_steps
+    if every < 1 or steps < 1:
+        raise ConfigError(f"the update schedule needs train_freq/update_every >= 1 and gradient_steps/num_updates "
+                          f">= 1, got every={every}, steps={steps}")
+    return every, steps
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str):
+    """torch's float32 matmul precision for the block, restored after it, so the setting stays this agent's:
+    "medium" lets fp32 matmuls run on bf16 units (AMX on recent Intel CPUs), "high" on TF32 (GPUs)."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def cpu_has_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class ActorCriticAgent(Agent):
+    """The shared machinery; subclasses say which target networks exist and how the loss is called."""
+
+    TARGET_ACTOR = True  # DDPG and TD3 keep a target actor; SAC does not
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        if hp.matmul_precision not in PRECISIONS:
+            raise ConfigError(f"unknown matmul_precision {hp.matmul_precision!r}: valid: {', '.join(PRECISIONS)}")
+        self.precision = hp.matmul_precision
+        if self.precision == "medium" and self.device.type == "cpu" and not cpu_has_bf16():
+            self.precision = "highest"  # emulated bf16 would be slower than fp32
+        if not hasattr(action_space, "low") or len(action_space.shape) != 1:
+            raise ConfigError(f"agent {hp.agent!r} needs a 1-d Box action space, the env has {action_space}")
+        self.scaler = BoxScaler(action_space.low, action_space.high)
+        self.actor = models[hp.model].build(hp, obs_space, action_space).to(self.device)
+        self.critic = models[hp.critic].build(hp, obs_space, action_space).to(self.device)
+        # one flat Adam per network (its own learning rate); flattening comes before the target copies, and the
+        # targets are flattened too, so a Polyak update is one lerp_ per network
+        self.optimizers = self.make_optimizers()
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False) if self.TARGET_ACTOR else None
+        self._polyak_pairs = [(self.optimizers["critic"].param, flatten_parameters(self.target_critic)[0])]
+        if self.target_actor is not None:
+            self._polyak_pairs.append((self.optimizers["actor"].param, flatten_parameters(self.target_actor)[0]))
+        self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
+        self.explore = act_select[hp.act_select].build(hp, int(action_space.shape[0]), num_envs, seed=seed + 1)
+        self.loss_fn = grad_comp[hp.grad_comp]
+        self.every, self.num_updates = update_schedule(hp)
+        self.grad_steps, self.actor_updates, self._seen = 0, 0, 0
+
+    def make_optimizers(self) -> dict[str, FlatAdam]:
+        hp = self.hp
+        return {"critic": FlatAdam(self.critic, hp.lr, hp.adam_eps),
+                "actor": FlatAdam(self.actor, hp.lr_actor or hp.lr, hp.adam_eps)}
+
+    # ------------------------------------------------------------------ acting
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        if not deterministic and self.explore.warming_up(self.env_steps):
+            return self.scaler.to_env(self.explore.random_actions(len(obs)))
+        with torch.inference_mode():  # fp32: for a few rows, bf16 conversions cost more than they save
+            out = self.actor.forward(self.to_tensor(obs))
+        return self.scaler.to_env(self.explore(out, deterministic))
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        self.memory.add(obs, self.scaler.from_env(actions), rewards, next_obs, terminated, truncated)
+        self.env_steps += len(rewards)
+
+    def reset_episodes(self, done: np.ndarray) -> None:
+        self.explore.reset(done)
+
+    # ------------------------------------------------------------------ learning
+    def update(self) -> dict:
+        # a phase whenever a multiple of `every` was crossed since the last call (SB3's rollouts of train_freq
+        # steps), once past learning_starts
+        crossed = self.env_steps // self.every > self._seen // self.every
+        self._seen = self.env_steps
+        if not crossed or self.env_steps <= self.hp.learning_starts:
+            return {}
+        with matmul_precision(self.precision):
+            for _ in range(self.num_updates):
+                info = self.gradient_step()
+        info.pop("td_error")
+        return info
+
+    def gradient_step(self) -> dict:
+        hp = self.hp
+        batch = self.memory.sample(hp.batch_size)
+        self.grad_steps += 1
+        update_actor = self.grad_steps % hp.policy_delay == 0
+        loss, info = self.loss(batch, update_actor)
+        for opt in self.optimizers.values():
+            opt.zero_grad()
+        loss.backward()
+        for name, opt in self.optimizers.items():
+            if name == "critic" or update_actor:  # a zero gradient would still move Adam's parameters
+                if hp.max_grad_norm > 0:  # per network: their gradients have unrelated scales
+                    opt.clip_grad_norm(hp.max_grad_norm)
+                opt.step()
+        if update_actor:
+            self.actor_updates += 1
+            if self.actor_updates % hp.target_update_interval == 0:
+                with torch.no_grad():
+                    for online, target in self._polyak_pairs:
+                        target.lerp_(online, hp.tau)
+        if hasattr(self.memory, "update_priorities"):
+            self.memory.update_priorities(batch.indices, info["td_error"])
+        return info
+
+    def loss(self, batch, update_actor: bool):
+        """DDPG's and TD3's call (bound `forward`s skip nn.Module call overhead); SAC overrides it."""
+        return self.loss_fn(self.actor.forward, self.critic.forward, self.target_actor.forward,
+                            self.target_critic.forward, batch, update_actor=update_actor, **self.loss_settings())
+
+    def loss_settings(self) -> dict:
+        return {}
+
+    # ------------------------------------------------------------------ checkpointing
+    def state_dict(self, include_memory: bool = True) -> dict:
+        state = {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                 "target_critic": self.target_critic.state_dict(),
+                 "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+                 "explore": self.explore.state_dict(),
+                 "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps,
+                              "actor_updates": self.actor_updates, "seen": self._seen}}
+        if self.target_actor is not None:
+            state["target_actor"] = self.target_actor.state_dict()
+        if include_memory:
+            state["memory"] = self.memory.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.target_critic.load_state_dict(state["target_critic"])
+        if self.target_actor is not None:
+            self.target_actor.load_state_dict(state["target_actor"])
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
+        self.explore.load_state_dict(state["explore"])
+        c = state["counters"]
+        self.env_steps, self.grad_steps, self.actor_updates = c["env_steps"], c["grad_steps"], c["actor_updates"]
+        self._seen = c["seen"]
+        if "memory" in state:
+            self.memory.load_state_dict(state["memory"])
+
+
+@agents.register("ddpg")
+class DDPG(ActorCriticAgent):
+    """Deterministic actor, one critic, exploration noise; `grad_comp=ddpg`."""
+
+
+@agents.register("td3")
+class TD3(ActorCriticAgent):
+    """DDPG with twin critics, target policy smoothing and a delayed actor (`policy_delay`); `grad_comp=td3`."""
+
+    def loss_settings(self) -> dict:
+        return {"target_noise": self.hp.target_noise, "target_noise_clip": self.hp.target_noise_clip}
+
+
+@agents.register("sac")
+class SAC(ActorCriticAgent):
+    """Squashed-Gaussian actor, twin critics without a target actor, and a learned temperature alpha whose
+    learning rate is its own (`lr_alpha`)."""
+
+    TARGET_ACTOR = False
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        if hp.initial_alpha <= 0:
+            raise ConfigError(f"initial_alpha must be positive, got {hp.initial_alpha}")
+        self.temperature = Temperature(hp.initial_alpha).to(torch.device(hp.device)).requires_grad_(hp.tune_alpha)
+        self.target_entropy = hp.target_entropy * float(np.prod(action_space.shape))
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+
+    def make_optimizers(self) -> dict[str, FlatAdam]:
+        optimizers = super().make_optimizers()
+        if self.hp.tune_alpha:
+            optimizers["alpha"] = FlatAdam(self.temperature, self.hp.lr_alpha or self.hp.lr, self.hp.adam_eps)
+        return optimizers
+
+    def loss(self, batch, update_actor: bool):
+        return self.loss_fn(self.actor.forward, self.critic.forward, self.target_critic.forward,
+                            self.temperature.log_alpha, batch, self.target_entropy, update_actor=update_actor,
+                            tune_alpha=self.hp.tune_alpha)
+
+    def state_dict(self, include_memory: bool = True) -> dict:
+        return {**super().state_dict(include_memory), "temperature": self.temperature.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.temperature.load_state_dict(state["temperature"])
+
+
+class Temperature(torch.nn.Module):
+    """SAC's entropy temperature, learned as log(alpha)."""
+
+    def __init__(self, initial_alpha: float):
+        super().__init__()
+        self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(initial_alpha)))

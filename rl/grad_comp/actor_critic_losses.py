@@ -1,0 +1,115 @@
+"""Off-policy actor-critic losses for continuous actions: DDPG (Lillicrap et al. 2016), TD3 (Fujimoto et al. 2018)
+and SAC with automatic entropy tuning (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications").
+
+Each registered loss returns ONE scalar: the critic loss plus, on steps that update them, the actor loss (and SAC's
+temperature loss). The actor's term evaluates the critics with detached weights, so one backward pass gives each
+network exactly its own gradient and one optimizer step (with a learning rate per network) updates them all.
+Targets bootstrap through truncations, never through terminations, with `batch.discounts` (gamma^n) as the discount;
+per-sample critic losses are weighted by `batch.weights` (prioritized replay's importance weights, ones otherwise);
+`td_error` in the diagnostics is |target - Q| averaged over the critics, for priority updates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from rl.memory.replay import Transitions
+from rl.models.continuous import squash
+from rl.registry import grad_comp
+
+Actor = Callable[[torch.Tensor], torch.Tensor]
+Critics = Callable[..., torch.Tensor]  # (obs, actions, detach=False) -> Q values [K, B]
+
+
+def bellman_target(batch: Transitions, next_value: torch.Tensor) -> torch.Tensor:
+    """r + gamma^n * (1 - terminated) * V(s'): truncated transitions bootstrap, terminated ones do not."""
+    return batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_value
+
+
+def critic_loss(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """0.5 * sum over the K critics of the weighted mean squared TD error (SB3's scale), and the per-sample |TD|
+    averaged over the critics."""
+    err = q - target
+    loss = 0.5 * (weights * err.pow(2)).mean(-1).sum()
+    return loss, err.detach().abs().mean(0)
+
+
+def smoothed_target_actions(target_actor: Actor, next_obs: torch.Tensor, noise_std: float,
+                            noise_clip: float) -> torch.Tensor:
+    """TD3's target policy smoothing: mu'(s') + clip(N(0, noise_std^2), -c, c), clipped to the action box."""
+    actions = target_actor(next_obs)
+    if noise_std > 0:
+        noise = (torch.randn_like(actions) * noise_std).clamp(-noise_clip, noise_clip)
+        actions = (actions + noise).clamp(-1.0, 1.0)
+    return actions
+
+
+def deterministic_actor_critic(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Critics,
+                               batch: Transitions, update_actor: bool = True, target_noise: float = 0.0,
+                               target_noise_clip: float = 0.5):
+    """DDPG's and TD3's loss. The target is the minimum over the K target critics (K = 2: clipped double Q; K = 1:
+    DDPG's single critic); the actor maximises the first critic, as in TD3's reference code."""
+    with torch.no_grad():
+        next_actions = smoothed_target_actions(target_actor, batch.next_obs, target_noise, target_noise_clip)
+        next_q = target_critics(batch.next_obs, next_actions).min(0).values
+        target = bellman_target(batch, next_q)
+    q = critics(batch.obs, batch.actions)
+    loss, td_error = critic_loss(q, target, batch.weights)
+    info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "td_error": td_error}
+    if update_actor:
+        actor_loss = -critics(batch.obs, actor(batch.obs), detach=True)[0].mean()
+        info["losses/actor_loss"] = actor_loss.detach()
+        loss = loss + actor_loss
+    return loss, info
+
+
+@grad_comp.register("ddpg")
+def ddpg(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Critics, batch: Transitions,
+         update_actor: bool = True, **_):
+    """DDPG: no target smoothing (any given is ignored); the critic stack normally holds one critic."""
+    return deterministic_actor_critic(actor, critics, target_actor, target_critics, batch, update_actor, 0.0)
+
+
+@grad_comp.register("td3")
+def td3(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Critics, batch: Transitions,
+        update_actor: bool = True, target_noise: float = 0.2, target_noise_clip: float = 0.5):
+    """TD3: clipped double Q and target policy smoothing; the agent delays the actor (`update_actor`)."""
+    return deterministic_actor_critic(actor, critics, target_actor, target_critics, batch, update_actor,
+                                      target_noise, target_noise_clip)
+
+
+def sample_actions(actor, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reparameterised squashed-Gaussian sample and its log-probability."""
+    mean, log_std = actor(obs)
+    return squash(mean, log_std, torch.randn_like(mean))
+
+
+@grad_comp.register("sac")
+def sac(actor, critics: Critics, target_critics: Critics, log_alpha: torch.Tensor, batch: Transitions,
+        target_entropy: float, update_actor: bool = True, tune_alpha: bool = True):
+    """SAC: soft clipped-double-Q target r + gamma (min_k Q'_k(s', a') - alpha log pi(a'|s')), a' ~ pi(s');
+    actor loss E[alpha log pi(a|s) - min_k Q_k(s, a)]; temperature loss -log(alpha) (log pi + target entropy), which
+    raises alpha when the policy's entropy is below the target and lowers it above."""
+    alpha = log_alpha.detach().exp()
+    with torch.no_grad():
+        next_actions, next_log_prob = sample_actions(actor, batch.next_obs)
+        next_q = target_critics(batch.next_obs, next_actions).min(0).values
+        target = bellman_target(batch, next_q - alpha * next_log_prob)
+    q = critics(batch.obs, batch.actions)
+    loss, td_error = critic_loss(q, target, batch.weights)
+    info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "charts/alpha": alpha,
+            "td_error": td_error}
+    if update_actor:
+        actions, log_prob = sample_actions(actor, batch.obs)
+        q_pi = critics(batch.obs, actions, detach=True).min(0).values
+        actor_loss = (alpha * log_prob - q_pi).mean()
+        loss = loss + actor_loss
+        info["losses/actor_loss"] = actor_loss.detach()
+        info["charts/entropy"] = -log_prob.detach().mean()
+        if tune_alpha:
+            alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
+            loss = loss + alpha_loss
+            info["losses/alpha_loss"] = alpha_loss.detach()
+    return loss, info

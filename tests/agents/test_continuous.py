@@ -1,0 +1,246 @@
+"""DDPG, TD3 and SAC agents: the update schedule and its two names, TD3's delay, action scaling, priority updates,
+an exact save/resume continuation, every continuous set end to end through train.py (PyBullet and MuJoCo ids
+included, with headless video), and the learning tests on Pendulum."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import gymnasium as gym
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from hparams.continuous import ddpg, sac, td3
+from rl.agents.continuous import update_schedule
+from rl.errors import ConfigError
+from rl.memory.replay import ReplayMemory
+from rl.registry import agents
+from rl.registry import hparams as sets
+
+PENDULUM_OBS = gym.spaces.Box(-8.0, 8.0, (3,), np.float32)
+PENDULUM_ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+
+def small(hp, **values):
+    hp.hidden_sizes = [16, 16]
+    hp.buffer_size = 1000
+    hp.batch_size = 8
+    hp.learning_starts = 10
+    for k, v in values.items():
+        setattr(hp, k, v)
+    return hp
+
+
+def run_steps(agent, env, obs, steps: int):
+    """Drive the agent like rl/run.py's loop; returns the last obs and every action taken."""
+    taken = []
+    for _ in range(steps):
+        actions = agent.act(obs)
+        next_obs, rewards, terminated, truncated, info = env.step(actions)
+        dones = terminated | truncated
+        real_next = next_obs.copy()
+        for i in np.flatnonzero(dones):
+            real_next[i] = info["final_obs"][i]
+        agent.observe(obs, actions, rewards, real_next, terminated, truncated)
+        agent.reset_episodes(dones)
+        agent.update()
+        taken.append(actions.copy())
+        obs = next_obs
+    return obs, np.concatenate(taken)
+
+
+def make_pendulum(n=1):
+    from gymnasium.vector import AutoresetMode
+
+    return gym.make_vec("Pendulum-v1", n, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+
+
+def build(hp, seed=0):
+    return agents[hp.agent](hp, PENDULUM_OBS, PENDULUM_ACT, 1, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------------- schedule
+def test_pytorchrl_names_map_onto_train_freq_and_gradient_steps():
+    hp = sac()
+    hp.train_freq, hp.gradient_steps = 4, 2
+    assert update_schedule(hp) == (4, 2)
+    hp.update_every, hp.num_updates = 128, 32
+    assert update_schedule(hp) == (128, 32)
+    hp.update_every, hp.num_updates, hp.train_freq = 0, 0, 0
+    with pytest.raises(ConfigError, match="train_freq"):
+        update_schedule(hp)
+
+
+def test_schedule_counts_gradient_steps():
+    hp = small(sac(), update_every=5, num_updates=3)
+    agent, env = build(hp), make_pendulum()
+    run_steps(agent, env, env.reset(seed=0)[0], 40)
+    # phases at env steps 15, 20, ..., 40 (after learning_starts = 10, at multiples of 5): 6 phases of 3 steps
+    assert agent.grad_steps == 18 and agent.actor_updates == 18
+
+
+def test_warm_up_is_uniform_and_actions_are_scaled_to_the_env_bounds():
+    hp = small(sac(), learning_starts=500)
+    agent, env = build(hp), make_pendulum()
+    _, actions = run_steps(agent, env, env.reset(seed=0)[0], 300)
+    assert actions.min() >= -2 and actions.max() <= 2 and actions.min() < -1.5 and actions.max() > 1.5
+    assert abs(actions.mean()) < 0.3 and agent.grad_steps == 0
+    stored = agent.memory.actions[:300]
+    assert np.allclose(stored, actions / 2, atol=1e-6)  # memory holds normalised actions
+    det = agent.act(np.zeros((1, 3), np.float32), deterministic=True)  # evaluation skips the warm-up
+    assert np.allclose(det, 2 * np.tanh(agent.actor(torch.zeros(1, 3))[0].detach().numpy()), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------- TD3's delay
+def test_td3_updates_actor_and_targets_every_policy_delay_steps():
+    hp = small(td3(), learning_starts=50)
+    agent, env = build(hp), make_pendulum()
+    run_steps(agent, env, env.reset(seed=0)[0], 50)  # fill past learning_starts without updates
+
+    def snapshot():
+        return [torch.cat([p.flatten() for p in m.parameters()]).clone()
+                for m in (agent.actor, agent.critic, agent.target_actor, agent.target_critic)]
+
+    before = snapshot()
+    agent.gradient_step()  # step 1: critic only
+    after1 = snapshot()
+    assert torch.equal(before[0], after1[0]) and not torch.equal(before[1], after1[1])
+    assert torch.equal(before[2], after1[2]) and torch.equal(before[3], after1[3])
+    agent.gradient_step()  # step 2: actor and both targets
+    after2 = snapshot()
+    assert all(not torch.equal(a, b) for a, b in zip(after1, after2))
+    assert agent.actor_updates == 1
+
+
+def test_ddpg_updates_actor_every_step_with_one_critic():
+    hp = small(ddpg(), learning_starts=20)
+    agent, env = build(hp), make_pendulum()
+    run_steps(agent, env, env.reset(seed=0)[0], 25)
+    assert agent.critic.num_critics == 1 and agent.grad_steps == agent.actor_updates == 5
+
+
+# ---------------------------------------------------------------------------------------------------- priorities
+class RecordingMemory(ReplayMemory):
+    """A uniform memory that records priority updates and hands out non-uniform importance weights."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.updates = []
+
+    def sample(self, batch_size):
+        b = super().sample(batch_size)
+        return b._replace(weights=torch.linspace(0.0, 2.0, batch_size))
+
+    def update_priorities(self, indices, td_errors):
+        self.updates.append((indices.clone(), td_errors.clone()))
+
+
+@pytest.mark.parametrize("make", [td3, sac])
+def test_priorities_get_the_absolute_td_error_of_each_sample(make):
+    hp = small(make(), learning_starts=30)
+    agent, env = build(hp), make_pendulum()
+    agent.memory = RecordingMemory(100, (3,), np.float32, (1,), np.float32, gamma=hp.gamma)
+    run_steps(agent, env, env.reset(seed=0)[0], 33)
+    assert len(agent.memory.updates) == 3
+    indices, errors = agent.memory.updates[-1]
+    assert indices.shape == errors.shape == (hp.batch_size,) and (errors >= 0).all() and errors.sum() > 0
+
+
+# ---------------------------------------------------------------------------------------------------- resume
+@pytest.mark.parametrize("make", [ddpg, td3, sac])
+def test_save_and_resume_continues_identically(make):
+    hp = small(make(), learning_starts=20)
+    if "noise_type" in hp:
+        hp.noise_type = "ornstein_uhlenbeck"  # its state is part of the checkpoint
+    env_a = make_pendulum()
+    agent_a = build(hp)
+    run_steps(agent_a, env_a, env_a.reset(seed=0)[0], 40)
+    buffer = io.BytesIO()
+    torch.save({"agent": agent_a.state_dict(), "rng": torch.get_rng_state()}, buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    agent_b = build(hp, seed=123)  # different initial weights and RNGs: everything must come from the state
+    agent_b.load_state_dict(state["agent"])
+    env_b = make_pendulum()
+    torch.set_rng_state(state["rng"])
+    _, actions_a = run_steps(agent_a, env_a, env_a.reset(seed=5)[0], 30)
+    torch.set_rng_state(state["rng"])
+    _, actions_b = run_steps(agent_b, env_b, env_b.reset(seed=5)[0], 30)
+    assert np.array_equal(actions_a, actions_b)
+    for pa, pb in zip(agent_a.actor.parameters(), agent_b.actor.parameters()):
+        assert torch.equal(pa, pb)
+    assert agent_a.env_steps == agent_b.env_steps == 70
+
+
+# ---------------------------------------------------------------------------------------------------- end to end
+SETS = ["ddpg_pendulum", "td3_pendulum", "sac_pendulum", "sac_ant_bullet", "sac_halfcheetah_bullet",
+        "td3_halfcheetah_bullet"]
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_set_trains_end_to_end(tmp_path, train_cli, name):
+    out = tmp_path / "run"
+    res = train_cli("--hparams", name, "--output_dir", str(out), "--train_steps", "200", "--eval_episodes", "1",
+                    "--hparam_override", "learning_starts=100,train_freq=50,gradient_steps=4,update_every=0,"
+                    "num_updates=0,buffer_size=1000,batch_size=32,eval_interval=0,checkpoint_interval=200")
+    assert res.returncode == 0, res.stderr[-2000:]
+    ev = json.loads((out / "eval.json").read_text())
+    assert ev["env_steps"] == 200 and len(ev["returns"]) == 1 and np.isfinite(ev["mean_return"])
+
+
+@pytest.mark.parametrize("env_id", ["InvertedPendulumBulletEnv-v0", "InvertedPendulum-v5"])
+def test_bullet_and_mujoco_ids_train_and_record_video_headless(tmp_path, train_cli, env_id):
+    out = tmp_path / "run"
+    res = train_cli("--hparams", "sac_pendulum", "--env", env_id, "--output_dir", str(out), "--train_steps", "200",
+                    "--eval_episodes", "1", "--hparam_override", "hidden_sizes=[32,32],learning_starts=100")
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = train_cli("--hparams", "sac_pendulum", "--output_dir", str(out), "--training", "False",
+                    "--test_episodes", "1", "--record_video", "True")
+    assert res.returncode == 0, res.stderr[-2000:]
+    ev = json.loads((out / "eval.json").read_text())
+    frames = iio.imread(sorted((out / "videos").glob("*.mp4"))[0])
+    # both pendulums pay 1 per step alive (MuJoCo's v5 pays 0 on the step that ends it): return ~ episode length
+    assert frames.ndim == 4 and frames.shape[-1] == 3 and frames.std() > 0
+    assert 0 <= len(frames) - round(ev["returns"][0]) <= 1
+
+
+def test_bullet_ids_are_known_to_check_env_id():
+    from rl.envs import check_env_id
+
+    for env_id in ("HalfCheetahBulletEnv-v0", "AntBulletEnv-v0", "HopperBulletEnv-v0", "Walker2DBulletEnv-v0",
+                   "InvertedPendulumBulletEnv-v0"):
+        assert check_env_id(env_id).id == env_id
+    with pytest.raises(ConfigError, match="HalfCheetahBulletEnv-v0"):
+        check_env_id("HalfCheetahBulletEnv-v1")
+
+
+def test_discrete_env_is_a_clear_error(tmp_path, train_cli):
+    res = train_cli("--hparams", "sac_pendulum", "--env", "CartPole-v1", "--output_dir", str(tmp_path / "r"))
+    assert res.returncode == 2 and "Box" in res.stderr and "Traceback" not in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------------- learning
+@pytest.mark.learning
+@pytest.mark.parametrize("name, steps", [("sac_pendulum", 6_000), ("td3_pendulum", 15_000)])
+def test_pendulum_learns(tmp_path, train_cli, name, steps):
+    """Within less than the set's 20000 steps (seed 0 ends at about -110 and -130), greedy evaluation > -250."""
+    assert sets[name]().train_steps >= steps
+    out = tmp_path / "run"
+    res = train_cli("--hparams", name, "--output_dir", str(out), "--train_steps", str(steps), "--eval_episodes",
+                    "10", "--seed", "0", "--hparam_override", "eval_interval=0", timeout=1200)
+    assert res.returncode == 0, res.stderr[-2000:]
+    ev = json.loads((out / "eval.json").read_text())
+    assert ev["mean_return"] > -250, ev
+
+
+def test_prioritized_n_step_memory_plugs_in():
+    """The prioritized memory sets priorities from the agent's TD errors; n-step memories set the discounts."""
+    hp = small(sac(), learning_starts=30, memory="prioritized", n_step=3)
+    agent, env = build(hp), make_pendulum()
+    run_steps(agent, env, env.reset(seed=0)[0], 40)
+    assert agent.grad_steps == 10 and agent.memory.max_priority != 1.0
+    assert np.allclose(agent.memory.discounts[: len(agent.memory)], hp.gamma**3)
