@@ -92,10 +92,8 @@ def sac_pendulum() -> HParams:
     return hp
 
 
-@hparams.register
-def td3_pendulum() -> HParams:
-    """rl-baselines3-zoo hyperparams/td3.yml, Pendulum-v1."""
-    hp = td3()
+def deterministic_pendulum(hp: HParams) -> HParams:
+    """The zoo's Pendulum-v1 settings shared by TD3 and DDPG."""
     hp.env = "Pendulum-v1"
     hp.train_steps = 20_000
     hp.gamma = 0.98
@@ -106,22 +104,18 @@ def td3_pendulum() -> HParams:
     hp.hidden_sizes = [400, 300]
     hp.matmul_precision = "medium"  # bf16 matmul units: same returns here, much less time per update
     return hp
+
+
+@hparams.register
+def td3_pendulum() -> HParams:
+    """rl-baselines3-zoo hyperparams/td3.yml, Pendulum-v1."""
+    return deterministic_pendulum(td3())
 
 
 @hparams.register
 def ddpg_pendulum() -> HParams:
     """rl-baselines3-zoo hyperparams/ddpg.yml, Pendulum-v1 (the same settings as TD3's)."""
-    hp = ddpg()
-    hp.env = "Pendulum-v1"
-    hp.train_steps = 20_000
-    hp.gamma = 0.98
-    hp.buffer_size = 200_000
-    hp.learning_starts = 10_000
-    hp.noise_type, hp.noise_std = "normal", 0.1
-    hp.lr = 1e-3
-    hp.hidden_sizes = [400, 300]
-    hp.matmul_precision = "medium"  # bf16 matmul units: same returns here, much less time per update
-    return hp
+    return deterministic_pendulum(ddpg())
 
 
 # ------------------------------------------------------------------------------------------------ PyBullet
