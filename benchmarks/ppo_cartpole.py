@@ -13,13 +13,8 @@ SB3 / ours. The issue's goal: the whole process at least 3x faster, with a greed
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import tempfile
-from pathlib import Path
 
-import numpy as np
-from common import last_json_line, print_table, run_process
+from common import compare_with_sb3
 
 SB3_SCRIPT = """
 import json, sys, time
@@ -49,37 +44,8 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--skip_peer", action="store_true", help="run only ours")
     args = p.parse_args()
-    py = sys.executable
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            out = Path(tmp) / f"ours_{seed}"
-            ours = run_process([py, "train.py", "--hparams", "ppo_cartpole", "--output_dir", str(out), "--seed",
-                                str(seed), "--train_steps", str(args.steps), "--eval_episodes", str(args.episodes)])
-            ev = json.loads((out / "eval.json").read_text())
-            rows.append({"impl": "rl", "seed": seed, "wall_s": ours["wall_s"], "train_s": ev["wall_time_s"],
-                         "steps_per_s": args.steps / ours["wall_s"], "peak_mib": ours["peak_rss_mib"],
-                         "eval_return": ev["mean_return"]})
-            if not args.skip_peer:
-                sb3 = run_process([py, "-c", SB3_SCRIPT, str(seed), str(args.steps), str(args.episodes)])
-                res = last_json_line(sb3["stdout"])
-                rows.append({"impl": "sb3", "seed": seed, "wall_s": sb3["wall_s"], "train_s": res["train_s"],
-                             "steps_per_s": args.steps / sb3["wall_s"], "peak_mib": sb3["peak_rss_mib"],
-                             "eval_return": res["mean_return"]})
-            print_table(rows[-2:], list(rows[0]))
-    print(f"\nPPO CartPole-v1, {args.steps} steps, whole processes")
-    print_table(rows, list(rows[0]))
-    ours = [r for r in rows if r["impl"] == "rl"]
-    peer = [r for r in rows if r["impl"] == "sb3"]
-    print(f"\nrl : mean wall {np.mean([r['wall_s'] for r in ours]):.1f} s, "
-          f"evals {[round(r['eval_return']) for r in ours]}")
-    if peer:
-        print(f"sb3: mean wall {np.mean([r['wall_s'] for r in peer]):.1f} s, "
-              f"evals {[round(r['eval_return']) for r in peer]}")
-        print(f"speed ratio (sb3 wall / rl wall): "
-              f"{np.mean([r['wall_s'] for r in peer]) / np.mean([r['wall_s'] for r in ours]):.2f}x")
-        print(f"training-time ratio (sb3 train_s / rl train_s): "
-              f"{np.mean([r['train_s'] for r in peer]) / np.mean([r['train_s'] for r in ours]):.2f}x")
+    compare_with_sb3("ppo_cartpole", SB3_SCRIPT, "PPO CartPole-v1", args.seeds, args.steps, args.episodes,
+                     args.skip_peer)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def load_latest(output_dir, map_location="cpu") -> dict | None:
     checkpoint is corrupt, a ConfigError says so."""
     found = list_checkpoints(output_dir)
     errors = []
-    for step, path in reversed(found):
+    for _, path in reversed(found):
         try:
             state = torch.load(path, map_location=map_location, weights_only=True)
             if not isinstance(state, dict) or not state.get("complete"):

@@ -80,7 +80,7 @@ class HParams:
         return v
 
     # ------------------------------------------------------------------ overrides
-    def parse(self, overrides: str) -> "HParams":
+    def parse(self, overrides: str) -> HParams:
         """Apply `"k=v,k2=[1,2]"`; each value is parsed by the type of the current value."""
         for item in split_top_level(overrides):
             if "=" not in item:
@@ -100,7 +100,7 @@ class HParams:
     def to_json(self) -> str:
         return json.dumps(self._values, indent=2, sort_keys=True)
 
-    def update(self, values: dict[str, Any]) -> "HParams":
+    def update(self, values: dict[str, Any]) -> HParams:
         """Assign many settings (e.g. a saved hparams.json); unknown keys and bad types are errors."""
         for key, value in values.items():
             setattr(self, key, value)
@@ -113,7 +113,7 @@ class HParams:
         width = max(map(len, self._values))
         return "\n".join(f"  {k:<{width}} = {self._values[k]!r:<24} # {self._docs[k]}" for k in sorted(self._values))
 
-    def copy(self) -> "HParams":
+    def copy(self) -> HParams:
         new = HParams()
         for d in ("_values", "_types", "_docs"):
             object.__setattr__(new, d, dict(getattr(self, d)))

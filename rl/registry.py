@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from rl.errors import ConfigError
 

@@ -220,7 +220,8 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     env.close()
     (output_dir / "eval.json").write_text(json.dumps({"mode": "final_training_evaluation", **result}, indent=2))
     if not quiet:
-        print(f"final evaluation over {len(returns)} episodes: {result['mean_return']:.2f} ± {result['std_return']:.2f}")
+        print(f"final evaluation over {len(returns)} episodes: "
+              f"{result['mean_return']:.2f} ± {result['std_return']:.2f}")
     return result
 
 
@@ -274,7 +275,8 @@ def resolve_hparams(args, output_dir: Path):
             saved = json.loads(saved_path.read_text())
             saved_set, saved_values = saved["hparams_set"], saved["hparams"]
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{saved_path} is corrupt ({exc}); fix or delete it, or use another --output_dir") from None
+            raise ConfigError(f"{saved_path} is corrupt ({exc}); fix or delete it, "
+                              f"or use another --output_dir") from None
         if saved_set != args.hparams or saved_values.get("agent") != hp.agent:
             raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
                               f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
@@ -290,7 +292,8 @@ def resolve_hparams(args, output_dir: Path):
         if getattr(hp, name) <= 0:
             raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
     from rl.envs import check_env_id
-    from rl.registry import agents as agent_registry, envs as env_registry
+    from rl.registry import agents as agent_registry
+    from rl.registry import envs as env_registry
 
     agent_registry[hp.agent], env_registry[hp.env_type]  # fail early on unknown names
     if hp.env_type == "gym":

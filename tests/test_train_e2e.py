@@ -54,7 +54,7 @@ def test_evaluation_mode_video_and_resume(tmp_path, train_cli):
     assert res.returncode == 0, res.stderr
     videos = sorted((out / "videos").glob("*.mp4"))
     assert len(videos) == 1
-    frames = iio.imread(videos[0], plugin="pyav") if False else iio.imread(videos[0])
+    frames = iio.imread(videos[0])
     episode_length = json.loads((out / "eval.json").read_text())["returns"][0]  # CartPole: reward 1 per step
     assert frames.ndim == 4 and frames.shape[-1] == 3 and frames.shape[0] == int(episode_length)
 
@@ -81,8 +81,8 @@ def test_copies_run_independent_seeds(tmp_path, train_cli):
 
 def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
     out = tmp_path / "run"
-    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000,
-                                                    extra=FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000"))]
+    never = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000")
+    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=never)]
     proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + 120

@@ -16,7 +16,7 @@ class Greedy:
         pass
 
     @classmethod
-    def build(cls, hp, num_actions: int, seed: int = 0) -> "Greedy":
+    def build(cls, hp, num_actions: int, seed: int = 0) -> Greedy:
         return cls(hp, num_actions, seed)
 
     def __call__(self, q_values: torch.Tensor, step: int = 0) -> np.ndarray:
@@ -42,7 +42,7 @@ class EpsilonGreedy:
         self.rng = np.random.default_rng(seed)
 
     @classmethod
-    def build(cls, hp, num_actions: int, seed: int = 0) -> "EpsilonGreedy":
+    def build(cls, hp, num_actions: int, seed: int = 0) -> EpsilonGreedy:
         return cls(num_actions, hp.train_steps, hp.exploration_fraction, hp.exploration_initial_eps,
                    hp.exploration_final_eps, seed)
 

@@ -1,6 +1,8 @@
 """Agent registry: an Agent is a model + an algorithm (act_select + grad_comp + update rule) + a memory."""
 
-from rl.agents import dqn  # noqa: F401  (registers members)
+from rl.agents import (
+    continuous,  # noqa: F401
+    dqn,  # noqa: F401  (registers members)
+    on_policy,  # noqa: F401
+)
 from rl.agents.base import Agent  # noqa: F401
-from rl.agents import continuous  # noqa: F401
-from rl.agents import on_policy  # noqa: F401

@@ -53,7 +53,7 @@ class Agent(abc.ABC):
     def load_state_dict(self, state: dict) -> None:
         """Restore what `state_dict` returned."""
 
-    def reset_episodes(self, done: np.ndarray) -> None:
+    def reset_episodes(self, done: np.ndarray) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called with the mask of envs whose episode ended (recurrent agents reset their state)."""
 
     def eval_state(self, num_envs: int):

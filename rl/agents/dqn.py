@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from rl.agents.base import Agent
-from rl.agents.flat_adam import FlatAdam
 from rl.agents.common import polyak_update
+from rl.agents.flat_adam import FlatAdam
 from rl.errors import ConfigError
 from rl.registry import act_select, agents, grad_comp, memory, models
 

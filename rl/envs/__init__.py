@@ -13,8 +13,10 @@ import difflib
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from rl.envs import bullet  # noqa: F401  (registers the PyBullet ids with gymnasium)
-from rl.envs import masked_cartpole  # noqa: F401  (registers CartPoleNoVel-v1)
+from rl.envs import (
+    bullet,  # noqa: F401  (registers the PyBullet ids with gymnasium)
+    masked_cartpole,  # noqa: F401  (registers CartPoleNoVel-v1)
+)
 from rl.errors import ConfigError
 from rl.registry import envs
 

@@ -1,6 +1,8 @@
 """grad_comp registry: losses as plain functions of a batch and networks, returning (loss, diagnostics)."""
 
-from rl.grad_comp import td  # noqa: F401  (registers members)
-from rl.grad_comp import actor_critic_losses  # noqa: F401
-from rl.grad_comp import policy_gradient  # noqa: F401
-from rl.grad_comp import c51  # noqa: F401  (replay family, issue 5)
+from rl.grad_comp import (
+    actor_critic_losses,  # noqa: F401
+    c51,  # noqa: F401  (replay family, issue 5)
+    policy_gradient,  # noqa: F401
+    td,  # noqa: F401  (registers members)
+)

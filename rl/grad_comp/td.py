@@ -6,7 +6,7 @@ a* = argmax Q_online(s') for `double_td`. Truncated transitions bootstrap; termi
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +39,8 @@ def _td(q_net: Net, target_net: Net, batch: Transitions, loss: str, double: bool
         target = batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
     td_error = target - q
     value = (batch.weights * elementwise_loss(q, target, loss)).mean()
-    return value, {"losses/td_loss": value.detach(), "losses/q_values": q.detach().mean(), "td_error": td_error.detach()}
+    return value, {"losses/td_loss": value.detach(), "losses/q_values": q.detach().mean(),
+                   "td_error": td_error.detach()}
 
 
 @grad_comp.register("td")

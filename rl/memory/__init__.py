@@ -1,6 +1,11 @@
 """Memory registry: storage plus a sampler. Off-policy memories return `Transitions` batches."""
 
-from rl.memory import replay  # noqa: F401  (registers members)
+from rl.memory import (  # noqa: F401  (replay family, issue 5)
+    attentive,
+    mixed,
+    prioritized,
+    queue,
+    replay,  # noqa: F401  (registers members)
+    rollout,  # noqa: F401
+)
 from rl.memory.replay import ReplayMemory, Transitions  # noqa: F401
-from rl.memory import rollout  # noqa: F401
-from rl.memory import attentive, mixed, prioritized, queue  # noqa: F401  (replay family, issue 5)

@@ -41,7 +41,7 @@ class MLP(nn.Module):
         self.out_dim = sizes[-1]
 
     @classmethod
-    def build(cls, hp, obs_space) -> "MLP":
+    def build(cls, hp, obs_space) -> MLP:
         return cls(int(np.prod(obs_space.shape)), hp.hidden_sizes, hp.activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
