@@ -49,9 +49,11 @@ def fmt(v) -> str:
 
 
 def compare_with_sb3(hparams_set: str, sb3_script: str, title: str, seeds: list[int], steps: int, episodes: int,
-                     skip_peer: bool = False) -> list[dict]:
-    """Per seed, run `train.py --hparams hparams_set` and then the SB3 script (argv: seed, steps, episodes; prints a
-    JSON line with mean_return and train_s) as whole processes; print a table and the ours/peer ratios."""
+                     skip_peer: bool = False, ours_args: tuple = (), peer_prefix: tuple = (),
+                     peer_suffix: tuple = ()) -> list[dict]:
+    """Per seed, run `train.py --hparams hparams_set [ours_args]` and then the SB3 script (argv: peer_prefix, seed,
+    steps, episodes, peer_suffix; it prints a JSON line with mean_return and train_s) as whole processes; print a
+    table and the ours/peer ratios."""
     import tempfile
 
     import numpy as np
@@ -61,13 +63,15 @@ def compare_with_sb3(hparams_set: str, sb3_script: str, title: str, seeds: list[
         for seed in seeds:
             out = Path(tmp) / f"ours_{seed}"
             ours = run_process([py, "train.py", "--hparams", hparams_set, "--output_dir", str(out), "--seed",
-                                str(seed), "--train_steps", str(steps), "--eval_episodes", str(episodes)])
+                                str(seed), "--train_steps", str(steps), "--eval_episodes", str(episodes),
+                                *ours_args])
             ev = json.loads((out / "eval.json").read_text())
             rows.append({"impl": "rl", "seed": seed, "wall_s": ours["wall_s"], "train_s": ev["wall_time_s"],
                          "steps_per_s": steps / ours["wall_s"], "peak_mib": ours["peak_rss_mib"],
                          "eval_return": ev["mean_return"]})
             if not skip_peer:
-                sb3 = run_process([py, "-c", sb3_script, str(seed), str(steps), str(episodes)])
+                sb3 = run_process([py, "-c", sb3_script, *peer_prefix, str(seed), str(steps), str(episodes),
+                                   *peer_suffix])
                 res = last_json_line(sb3["stdout"])
                 rows.append({"impl": "sb3", "seed": seed, "wall_s": sb3["wall_s"], "train_s": res["train_s"],
                              "steps_per_s": steps / sb3["wall_s"], "peak_mib": sb3["peak_rss_mib"],
@@ -77,11 +81,12 @@ def compare_with_sb3(hparams_set: str, sb3_script: str, title: str, seeds: list[
     print_table(rows, list(rows[0]))
     ours = [r for r in rows if r["impl"] == "rl"]
     peer = [r for r in rows if r["impl"] == "sb3"]
-    print(f"\nrl : mean wall {np.mean([r['wall_s'] for r in ours]):.1f} s, "
-          f"evals {[round(r['eval_return']) for r in ours]}")
+    for name, group in (("rl ", ours), ("sb3", peer)):
+        if group:
+            print(f"{name}: mean wall {np.mean([r['wall_s'] for r in group]):.1f} s, "
+                  f"{np.mean([r['steps_per_s'] for r in group]):.0f} steps/s, "
+                  f"evals {[round(r['eval_return']) for r in group]}")
     if peer:
-        print(f"sb3: mean wall {np.mean([r['wall_s'] for r in peer]):.1f} s, "
-              f"evals {[round(r['eval_return']) for r in peer]}")
         print(f"speed ratio (sb3 wall / rl wall): "
               f"{np.mean([r['wall_s'] for r in peer]) / np.mean([r['wall_s'] for r in ours]):.2f}x")
         print(f"training-time ratio (sb3 train_s / rl train_s): "

@@ -15,12 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import tempfile
-from pathlib import Path
 
-import numpy as np
-from common import last_json_line, print_table, run_process
+from common import compare_with_sb3
 
 # our set -> the same settings in SB3's terms (rl-baselines3-zoo hyperparams/sac.yml)
 SETTINGS = {
@@ -64,40 +60,11 @@ def main() -> None:
     args = p.parse_args()
     set_name, default_steps, default_episodes, sb3_kwargs = SETTINGS[args.env]
     steps, episodes = args.steps or default_steps, args.episodes or default_episodes
-    override = ",".join(x for x in [args.override, f"torch_threads={args.threads}" if args.threads else ""] if x)
-    py = sys.executable
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            out = Path(tmp) / f"ours_{seed}"
-            cmd = [py, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed", str(seed),
-                   "--train_steps", str(steps), "--eval_episodes", str(episodes),
-                   "--hparam_override", ",".join(x for x in ["eval_interval=0", override] if x)]
-            ours = run_process(cmd)
-            ev = json.loads((out / "eval.json").read_text())
-            rows.append({"impl": "rl", "seed": seed, "wall_s": ours["wall_s"], "steps_per_s": steps / ours["wall_s"],
-                         "peak_mib": ours["peak_rss_mib"], "eval_return": ev["mean_return"]})
-            if not args.skip_peer:
-                sb3 = run_process([py, "-c", SB3_SCRIPT, args.env, str(seed), str(steps), str(episodes),
-                                   json.dumps(sb3_kwargs)])
-                res = last_json_line(sb3["stdout"])
-                rows.append({"impl": "sb3", "seed": seed, "wall_s": sb3["wall_s"],
-                             "steps_per_s": steps / sb3["wall_s"], "peak_mib": sb3["peak_rss_mib"],
-                             "eval_return": res["mean_return"]})
-            print_table(rows[-2:], list(rows[0]))
-    print(f"\nSAC {args.env} ({set_name}), {steps} steps, whole processes")
-    print_table(rows, list(rows[0]))
-    ours = [r for r in rows if r["impl"] == "rl"]
-    peer = [r for r in rows if r["impl"] == "sb3"]
-    print(f"\nrl : mean wall {np.mean([r['wall_s'] for r in ours]):.1f} s, "
-          f"{np.mean([r['steps_per_s'] for r in ours]):.0f} steps/s, "
-          f"evals {[round(r['eval_return']) for r in ours]}")
-    if peer:
-        print(f"sb3: mean wall {np.mean([r['wall_s'] for r in peer]):.1f} s, "
-              f"{np.mean([r['steps_per_s'] for r in peer]):.0f} steps/s, "
-              f"evals {[round(r['eval_return']) for r in peer]}")
-        ratio = np.mean([r["wall_s"] for r in peer]) / np.mean([r["wall_s"] for r in ours])
-        print(f"speed ratio (sb3 wall / rl wall): {ratio:.2f}x")
+    threads = f"torch_threads={args.threads}" if args.threads else ""
+    override = ",".join(x for x in ["eval_interval=0", args.override, threads] if x)
+    compare_with_sb3(set_name, SB3_SCRIPT, f"SAC {args.env} ({set_name})", args.seeds, steps, episodes,
+                     args.skip_peer, ours_args=("--hparam_override", override),
+                     peer_prefix=(args.env,), peer_suffix=(json.dumps(sb3_kwargs),))
 
 
 if __name__ == "__main__":
