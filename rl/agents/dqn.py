@@ -72,12 +72,14 @@ class DQN(Agent):
         if self.env_steps <= hp.learning_starts or self.env_steps // hp.train_freq == self._last_train // hp.train_freq:
             return {}
         self._last_train = self.env_steps
-        for _ in range(hp.gradient_steps):
-            batch = self.memory.sample(hp.batch_size)
+        for batch, target in self._phase(hp.batch_size, hp.gradient_steps):
             if self.noisy:
                 self.q.reset_noise()
                 self.target.reset_noise()
-            loss, info = self.loss_fn(self.q, self.target, batch, hp.loss)
+            if target is None:
+                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss)
+            else:
+                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, target=target)
             self.optimizer.zero_grad()
             loss.backward()
             if hp.max_grad_norm > 0:
@@ -89,6 +91,19 @@ class DQN(Agent):
         info.pop("td_error")
         info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
         return info
+
+    def _phase(self, batch_size: int, steps: int):
+        """(minibatch, precomputed TD targets or None) for each gradient step of a training phase. When the memory
+        draws i.i.d. uniform samples and the loss's targets depend on the target network alone (`td`, no noisy
+        nets), nothing the phase changes affects them: one draw and one batched target forward serve all `steps`
+        (per-call overhead, not arithmetic, is the cost of these small networks)."""
+        targets_fn = getattr(self.loss_fn, "targets", None)
+        if targets_fn is None or self.noisy or not getattr(self.memory, "UNIFORM", False):
+            for _ in range(steps):
+                yield self.memory.sample(batch_size), None
+            return
+        whole = self.memory.sample(batch_size * steps)
+        yield from zip(whole.split(batch_size), targets_fn(self.target, whole).split(batch_size))
 
     def state_dict(self, include_memory: bool = True) -> dict:
         state = {

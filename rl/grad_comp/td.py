@@ -26,17 +26,24 @@ def elementwise_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> tor
     raise ConfigError(f"unknown loss {kind!r}: valid: huber, mse")
 
 
-def _td(q_net: Net, target_net: Net, batch: Transitions, loss: str, double: bool):
+def td_targets(target_net: Net, batch: Transitions) -> torch.Tensor:
+    """DQN's targets r + discount * (1 - terminated) * max_a Q_target(s', a), without gradient. They depend on the
+    target network alone, so an agent whose target is fixed over a training phase may compute a phase's at once."""
+    with torch.no_grad():
+        next_q = target_net(batch.next_obs).max(dim=1).values
+        return batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
+
+
+def _td(q_net: Net, target_net: Net, batch: Transitions, loss: str, double: bool, target: torch.Tensor | None = None):
     q_all = q_net(batch.obs)
     q = q_all.gather(1, batch.actions.long().view(-1, 1)).squeeze(1)
-    with torch.no_grad():
-        next_target = target_net(batch.next_obs)
-        if double:
+    if target is None and not double:
+        target = td_targets(target_net, batch)
+    elif target is None:
+        with torch.no_grad():
             best = q_net(batch.next_obs).argmax(dim=1, keepdim=True)
-            next_q = next_target.gather(1, best).squeeze(1)
-        else:
-            next_q = next_target.max(dim=1).values
-        target = batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
+            next_q = target_net(batch.next_obs).gather(1, best).squeeze(1)
+            target = batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
     td_error = target - q
     value = (batch.weights * elementwise_loss(q, target, loss)).mean()
     return value, {"losses/td_loss": value.detach(), "losses/q_values": q.detach().mean(),
@@ -44,12 +51,17 @@ def _td(q_net: Net, target_net: Net, batch: Transitions, loss: str, double: bool
 
 
 @grad_comp.register("td")
-def td(q_net: Net, target_net: Net, batch: Transitions, loss: str = "huber"):
-    """DQN's loss: the target network both picks and evaluates the next action."""
-    return _td(q_net, target_net, batch, loss, double=False)
+def td(q_net: Net, target_net: Net, batch: Transitions, loss: str = "huber", target: torch.Tensor | None = None):
+    """DQN's loss: the target network both picks and evaluates the next action. `target`: the batch's
+    `td_targets`, when the caller computed them ahead."""
+    return _td(q_net, target_net, batch, loss, double=False, target=target)
+
+
+td.targets = td_targets  # the agent batches a phase's targets through this (see DQN.update)
 
 
 @grad_comp.register("double_td")
 def double_td(q_net: Net, target_net: Net, batch: Transitions, loss: str = "huber"):
-    """Double DQN's loss: the online network picks the next action, the target network evaluates it."""
+    """Double DQN's loss: the online network picks the next action, the target network evaluates it (the online
+    network changes every step, so these targets cannot be computed ahead)."""
     return _td(q_net, target_net, batch, loss, double=True)

@@ -34,6 +34,8 @@ FEATURES = ("obs", "model")
 class AttentiveMemory(ReplayMemory):
     """Uniform candidates, the k most similar to the agent's current state kept."""
 
+    UNIFORM = False
+
     def __init__(self, *args, lam: float = 4.0, anneal_fraction: float = 1.0, features: str = "obs", **kwargs):
         super().__init__(*args, **kwargs)
         if lam < 1:

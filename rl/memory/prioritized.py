@@ -25,6 +25,8 @@ from rl.registry import memory
 class PrioritizedMemory(ReplayMemory):
     """A ring buffer whose items are sampled in proportion to their priority."""
 
+    UNIFORM = False
+
     def __init__(self, *args, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-6, **kwargs):
         super().__init__(*args, **kwargs)
         if alpha < 0 or not 0 <= beta <= 1 or eps < 0:

@@ -19,6 +19,8 @@ from rl.registry import memory
 class QueueMemory(ReplayMemory):
     """The newest `capacity` transitions; sampling is deterministic, freshest first."""
 
+    UNIFORM = False
+
     def sample(self, batch_size: int) -> Transitions:
         if self.size == 0:
             raise ValueError("cannot sample from an empty queue")

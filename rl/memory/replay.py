@@ -34,6 +34,10 @@ class Transitions(NamedTuple):
     weights: torch.Tensor
     indices: torch.Tensor
 
+    def split(self, size: int) -> list[Transitions]:
+        """Consecutive minibatches of `size` items (views, no copies)."""
+        return [Transitions(*fields) for fields in zip(*(f.split(size) for f in self))]
+
 
 def _storage_dtype(dtype: np.dtype) -> np.dtype:
     return np.float32 if np.issubdtype(dtype, np.floating) else dtype
@@ -44,6 +48,7 @@ class ReplayMemory:
     """A ring buffer of `capacity` transitions, sampled uniformly with replacement."""
 
     FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "discounts")
+    UNIFORM = True  # draws are i.i.d. and independent of training: a phase's minibatches may be drawn at once
 
     def __init__(self, capacity: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (), action_dtype=np.int64,
                  gamma: float = 0.99, seed: int = 0, device: str | torch.device = "cpu", n_step: int = 1,

@@ -130,3 +130,21 @@ def test_solves_cartpole(tmp_path, train_cli, name, seed, steps):
     assert res.returncode == 0, res.stderr[-2000:]
     ev = json.loads((out / "eval.json").read_text())
     assert ev["mean_return"] >= 475, ev
+
+
+@pytest.mark.parametrize("settings, batched", [
+    (dict(), True),
+    (dict(grad_comp="double_td"), False),
+    (dict(memory="prioritized"), False),
+    (dict(memory="queue"), False),
+    (dict(noisy=True, act_select="greedy"), False),
+])
+def test_a_phase_draws_and_targets_once_only_when_nothing_the_phase_changes_affects_them(settings, batched):
+    agent = make(**settings)
+    drive(agent, 30, seed=0)  # fills the memory past learning_starts
+    phase = list(agent._phase(batch_size=8, steps=3))
+    assert len(phase) == 3 and all(len(b.obs) == 8 for b, _ in phase)
+    assert all((t is not None) == batched for _, t in phase)
+    if batched:  # the targets are the target network's for each minibatch, as computing them per step would give
+        for b, t in phase:
+            assert torch.allclose(t, agent.loss_fn.targets(agent.target, b))
