@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 from rl.registry import act_select
+
+QValues = torch.Tensor | Callable[[], torch.Tensor]
+
+
+def _values(q_values: QValues) -> torch.Tensor:
+    """Action values given as a tensor, or as a function that computes them (called only when needed)."""
+    return q_values() if callable(q_values) else q_values
 
 
 @act_select.register("greedy")
@@ -19,8 +28,8 @@ class Greedy:
     def build(cls, hp, num_actions: int, seed: int = 0) -> Greedy:
         return cls(hp, num_actions, seed)
 
-    def __call__(self, q_values: torch.Tensor, step: int = 0) -> np.ndarray:
-        return q_values.argmax(dim=-1).cpu().numpy()
+    def __call__(self, q_values: QValues, step: int = 0, n: int | None = None) -> np.ndarray:
+        return _values(q_values).argmax(dim=-1).cpu().numpy()
 
     def state_dict(self) -> dict:
         return {}
@@ -50,12 +59,20 @@ class EpsilonGreedy:
         progress = min(1.0, step / self.decay_steps)
         return self.initial_eps + progress * (self.final_eps - self.initial_eps)
 
-    def __call__(self, q_values: torch.Tensor, step: int) -> np.ndarray:
-        actions = q_values.argmax(dim=-1).cpu().numpy()
-        n = len(actions)
+    def __call__(self, q_values: QValues, step: int, n: int | None = None) -> np.ndarray:
+        """Actions for `n` envs (default: the rows of `q_values`). A callable `q_values` is skipped when every env
+        explores, which saves the network's forward pass for most of the early, high-epsilon steps."""
+        if n is None:
+            q_values = _values(q_values)
+            n = len(q_values)
         explore = self.rng.random(n) < self.epsilon(step)
-        if explore.any():
-            actions[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
+        k = int(explore.sum())
+        random_actions = self.rng.integers(0, self.num_actions, k) if k else None
+        if k == n:
+            return random_actions
+        actions = _values(q_values).argmax(dim=-1).cpu().numpy()
+        if k:
+            actions[explore] = random_actions
         return actions
 
     def state_dict(self) -> dict:

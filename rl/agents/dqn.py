@@ -44,19 +44,20 @@ class DQN(Agent):
         self._last_target = 0  # env step at which the target was last updated
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        def q_values() -> torch.Tensor:
+            with torch.inference_mode():
+                return self.q(self.to_tensor(obs))
+
         if deterministic and self.noisy:  # evaluate with the mean weights
             self.q.eval()
-            with torch.inference_mode():
-                q_values = self.q(self.to_tensor(obs))
+            actions = self.greedy(q_values())
             self.q.train()
-            return self.greedy(q_values)
-        if self.noisy and not deterministic:
-            self.q.reset_noise()  # a fresh policy sample per env step, as well as per gradient step
-        with torch.inference_mode():
-            q_values = self.q(self.to_tensor(obs))
+            return actions
         if deterministic:
-            return self.greedy(q_values)
-        return self.explore(q_values, self.env_steps)
+            return self.greedy(q_values())
+        if self.noisy:
+            self.q.reset_noise()  # a fresh policy sample per env step, as well as per gradient step
+        return self.explore(q_values, self.env_steps, len(obs))  # epsilon-greedy skips the forward pass when it can
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         self.memory.add(obs, actions, rewards, next_obs, terminated, truncated)
@@ -72,21 +73,24 @@ class DQN(Agent):
         if self.env_steps <= hp.learning_starts or self.env_steps // hp.train_freq == self._last_train // hp.train_freq:
             return {}
         self._last_train = self.env_steps
-        for batch, target in self._phase(hp.batch_size, hp.gradient_steps):
+        prioritized = hasattr(self.memory, "update_priorities")
+        for step, (batch, target) in enumerate(self._phase(hp.batch_size, hp.gradient_steps)):
+            # diagnostics (and TD errors) only where read: priorities need them each step, the log the last one's
+            diagnostics = prioritized or step == hp.gradient_steps - 1
             if self.noisy:
                 self.q.reset_noise()
                 self.target.reset_noise()
             if target is None:
-                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss)
+                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics)
             else:
-                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, target=target)
+                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, target=target, diagnostics=diagnostics)
             self.optimizer.zero_grad()
             loss.backward()
             if hp.max_grad_norm > 0:
                 self.optimizer.clip_grad_norm(hp.max_grad_norm)
             self.optimizer.step()
             self.grad_steps += 1
-            if hasattr(self.memory, "update_priorities"):
+            if prioritized:
                 self.memory.update_priorities(batch.indices, info["td_error"])
         info.pop("td_error")
         info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0

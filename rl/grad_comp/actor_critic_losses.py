@@ -5,7 +5,7 @@ Each registered loss returns ONE scalar: the critic loss plus, on steps that upd
 temperature loss). The actor's term evaluates the critics with detached weights, so one backward pass gives each
 network exactly its own gradient and one optimizer step (with a learning rate per network) updates them all.
 Targets bootstrap through truncations, never through terminations, with `batch.discounts` (gamma^n) as the discount;
-per-sample critic losses are weighted by `batch.weights` (prioritized replay's importance weights, ones otherwise);
+per-sample critic losses are weighted by `batch.weights` (prioritized replay's importance weights; None: uniform);
 `td_error` in the diagnostics is |target - Q| averaged over the critics, for priority updates.
 """
 
@@ -28,11 +28,13 @@ def bellman_target(batch: Transitions, next_value: torch.Tensor) -> torch.Tensor
     return batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_value
 
 
-def critic_loss(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def critic_loss(q: torch.Tensor, target: torch.Tensor,
+                weights: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """0.5 * sum over the K critics of the weighted mean squared TD error (SB3's scale), and the per-sample |TD|
     averaged over the critics."""
     err = q - target
-    loss = 0.5 * (weights * err.pow(2)).mean(-1).sum()
+    sq = err.pow(2) if weights is None else weights * err.pow(2)
+    loss = 0.5 * sq.mean(-1).sum()
     return loss, err.detach().abs().mean(0)
 
 

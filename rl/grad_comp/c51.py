@@ -55,19 +55,20 @@ def _c51(q_net, target_net, batch: Transitions, double: bool):
         discounts = batch.discounts * (1.0 - batch.terminated)
         target = project(next_probs, batch.rewards, discounts, target_net.support)
     cross_entropy = -(target * log_p_a).sum(-1)
-    value = (batch.weights * cross_entropy).mean()
+    value = cross_entropy.mean() if batch.weights is None else (batch.weights * cross_entropy).mean()
     q = (log_p_a.detach().exp() * q_net.support).sum(-1)
     return value, {"losses/c51_loss": value.detach(), "losses/q_values": q.mean(),
                    "td_error": cross_entropy.detach()}
 
 
 @grad_comp.register("c51")
-def c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy"):
-    """C51: the target network picks and evaluates the next action. `loss` is ignored (always cross-entropy)."""
+def c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy", diagnostics: bool = True):
+    """C51: the target network picks and evaluates the next action. `loss` is ignored (always cross-entropy), and
+    so is `diagnostics` (the info is always returned)."""
     return _c51(q_net, target_net, batch, double=False)
 
 
 @grad_comp.register("double_c51")
-def double_c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy"):
+def double_c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy", diagnostics: bool = True):
     """Rainbow's C51: the online network picks the next action by its expected value, the target evaluates it."""
     return _c51(q_net, target_net, batch, double=True)

@@ -115,7 +115,13 @@ class MixedMemory:
         counts = shares(batch_size, self.ratios)
         parts = [b.sample(c) for b, c in zip(self.buffers, counts) if c > 0]
         self._last_counts = counts
-        return Transitions(*(torch.cat(fields) for fields in zip(*parts)))
+        if all(p.weights is None for p in parts):
+            weights = None  # every buffer sampled uniformly
+        else:
+            weights = torch.cat([torch.ones(len(p.obs), device=p.obs.device) if p.weights is None else p.weights
+                                 for p in parts])
+        return Transitions(**{name: weights if name == "weights" else torch.cat([getattr(p, name) for p in parts])
+                              for name in Transitions._fields})
 
     def update_priorities(self, indices, td_errors) -> None:
         """Route the slices of the last batch to the buffers they came from."""

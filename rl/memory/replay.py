@@ -22,7 +22,8 @@ from rl.registry import memory
 
 class Transitions(NamedTuple):
     """A sampled batch, as torch tensors. `discounts` is gamma^k for the k-step return in `rewards`;
-    `weights` are importance weights (ones for uniform sampling); `indices` locate the items for priority updates."""
+    `weights` are importance weights, None where sampling is uniform (losses then take a plain mean); `indices` locate
+    the items for priority updates."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -31,12 +32,14 @@ class Transitions(NamedTuple):
     terminated: torch.Tensor
     truncated: torch.Tensor
     discounts: torch.Tensor
-    weights: torch.Tensor
+    weights: torch.Tensor | None
     indices: torch.Tensor
 
     def split(self, size: int) -> list[Transitions]:
         """Consecutive minibatches of `size` items (views, no copies)."""
-        return [Transitions(*fields) for fields in zip(*(f.split(size) for f in self))]
+        parts = -(-len(self.obs) // size)
+        return [Transitions(*fields) for fields in zip(*(f.split(size) if f is not None else [None] * parts
+                                                          for f in self))]
 
 
 def _storage_dtype(dtype: np.dtype) -> np.dtype:
@@ -130,11 +133,10 @@ class ReplayMemory:
         """The transitions at `idx` as tensors on the memory's device."""
         def t(a):
             return torch.from_numpy(a).to(self.device, non_blocking=True)
-        n = len(idx)
         return Transitions(
             t(self.obs[idx]), t(self.actions[idx]), t(self.rewards[idx]), t(self.next_obs[idx]),
             t(self.terminated[idx]), t(self.truncated[idx]), t(self.discounts[idx]),
-            torch.ones(n, device=self.device) if weights is None else t(weights.astype(np.float32)),
+            None if weights is None else t(weights.astype(np.float32)),
             t(idx),
         )
 

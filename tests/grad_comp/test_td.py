@@ -69,3 +69,16 @@ def test_precomputed_targets_give_the_same_loss_and_td_targets_match():
     assert given.item() == pytest.approx(plain.item())
     assert torch.equal(given_info["td_error"], plain_info["td_error"])
     assert not hasattr(grad_comp["double_td"], "targets")  # the online net picks a*: never computed ahead
+
+
+@pytest.mark.parametrize("kind", ["huber", "mse"])
+def test_uniform_batches_without_diagnostics_give_the_same_loss_and_gradient(kind):
+    w = torch.tensor([[0.5], [2.0]], requires_grad=True)
+    net = lambda obs: torch.cat([obs * w[0], obs * w[1]], 1)  # noqa: E731  Q(s) = (0.5 s, 2 s), differentiable
+    b = batch([0.0, 1.0])._replace(obs=torch.tensor([[1.0], [3.0]]))
+    full, info = grad_comp["td"](net, table(TARGET), b, loss=kind)
+    (g_full,) = torch.autograd.grad(full, w)
+    lean, lean_info = grad_comp["td"](net, table(TARGET), b._replace(weights=None), loss=kind, diagnostics=False)
+    (g_lean,) = torch.autograd.grad(lean, w)
+    assert lean_info == {} and "td_error" in info
+    assert lean.item() == pytest.approx(full.item()) and torch.allclose(g_lean, g_full)

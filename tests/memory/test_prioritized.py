@@ -73,7 +73,7 @@ def test_all_zero_priorities_fall_back_to_uniform_with_unit_weights():
     batch = mem.sample(4000)
     counts = np.bincount(batch.indices.numpy(), minlength=8)
     assert counts[4:].sum() == 0 and counts[:4].min() > 850
-    assert torch.equal(batch.weights, torch.ones(4000))
+    assert batch.weights is None  # uniform: no importance weights
 
 
 def test_wraparound_keeps_tree_and_data_aligned():
