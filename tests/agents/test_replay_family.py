@@ -118,7 +118,7 @@ def test_c51_loss_needs_the_c51_network():
 
 
 # ---------------------------------------------------------------------------------------------------- learning
-LEARNING = [("noisy_dqn_cartpole", 0, 25_000), ("rainbow_cartpole", 0, 12_000)]
+LEARNING = [("noisy_dqn_cartpole", 3, 25_000), ("rainbow_cartpole", 1, 12_000)]
 
 
 @pytest.mark.learning
