@@ -39,6 +39,8 @@ class DQN(Agent):
         if "c51" in hp.grad_comp and not hasattr(self.q, "log_probs"):
             raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network: set model=c51_network")
         self.noisy = bool(getattr(self.q, "noisy", False))
+        self.num_actions = int(action_space.n)
+        self.warmup_rng = np.random.default_rng(seed + 2)  # uniform actions before learning_starts, as SB3 takes
         self.grad_steps = 0
         self._last_train = 0  # env step at which the last training phase ran
         self._last_target = 0  # env step at which the target was last updated
@@ -55,6 +57,8 @@ class DQN(Agent):
             return actions
         if deterministic:
             return self.greedy(q_values())
+        if self.env_steps < self.hp.learning_starts:  # warm-up: SB3's off-policy algorithms act uniformly at random
+            return self.warmup_rng.integers(0, self.num_actions, len(obs))
         if self.noisy:
             self.q.reset_noise()  # a fresh policy sample per env step, as well as per gradient step
         return self.explore(q_values, self.env_steps, len(obs))  # epsilon-greedy skips the forward pass when it can
@@ -112,7 +116,7 @@ class DQN(Agent):
     def state_dict(self, include_memory: bool = True) -> dict:
         state = {
             "q": self.q.state_dict(), "target": self.target.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "explore": self.explore.state_dict(),
+            "explore": self.explore.state_dict(), "warmup_rng": self.warmup_rng.bit_generator.state,
             "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps,
                          "last_train": self._last_train, "last_target": self._last_target},
         }
@@ -125,6 +129,8 @@ class DQN(Agent):
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.explore.load_state_dict(state["explore"])
+        if "warmup_rng" in state:
+            self.warmup_rng.bit_generator.state = state["warmup_rng"]
         c = state["counters"]
         self.env_steps, self.grad_steps = c["env_steps"], c["grad_steps"]
         self._last_train, self._last_target = c["last_train"], c["last_target"]

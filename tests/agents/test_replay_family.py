@@ -118,7 +118,7 @@ def test_c51_loss_needs_the_c51_network():
 
 
 # ---------------------------------------------------------------------------------------------------- learning
-LEARNING = [("noisy_dqn_cartpole", 3, 25_000), ("rainbow_cartpole", 1, 12_000)]
+LEARNING = [("noisy_dqn_cartpole", 0, 25_000), ("rainbow_cartpole", 1, 12_000)]
 
 
 @pytest.mark.learning
@@ -148,3 +148,13 @@ def test_a_phase_draws_and_targets_once_only_when_nothing_the_phase_changes_affe
     if batched:  # the targets are the target network's for each minibatch, as computing them per step would give
         for b, t in phase:
             assert torch.allclose(t, agent.loss_fn.targets(agent.target, b))
+
+
+def test_actions_are_uniform_before_learning_starts_whatever_epsilon_says():
+    agent = make(exploration_initial_eps=0.0, exploration_final_eps=0.0, learning_starts=1000)  # greedy after
+    obs = np.zeros((2, 4), np.float32)
+    warmup = np.concatenate([agent.act(obs) for _ in range(200)])
+    assert 0.4 < warmup.mean() < 0.6  # both actions, about equally often
+    agent.env_steps = 1000
+    greedy = np.concatenate([agent.act(obs) for _ in range(20)])
+    assert len(set(greedy.tolist())) == 1  # epsilon 0: the same greedy action for the same observation
