@@ -84,10 +84,8 @@ class DQN(Agent):
             if self.noisy:
                 self.q.reset_noise()
                 self.target.reset_noise()
-            if target is None:
-                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics)
-            else:
-                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, target=target, diagnostics=diagnostics)
+            ahead = {} if target is None else {"target": target}  # only `td` takes precomputed targets
+            loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics, **ahead)
             self.optimizer.zero_grad()
             loss.backward()
             if hp.max_grad_norm > 0:

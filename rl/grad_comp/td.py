@@ -27,13 +27,18 @@ def elementwise_loss(pred: torch.Tensor, target: torch.Tensor, kind: str, reduct
     raise ConfigError(f"unknown loss {kind!r}: valid: huber, mse")
 
 
-def td_targets(target_net: Net, batch: Transitions) -> torch.Tensor:
-    """DQN's targets r + discount * (1 - terminated) * max_a Q_target(s', a), without gradient. They depend on the
-    target network alone, so an agent whose target is fixed over a training phase may compute a phase's at once."""
+def td_targets(target_net: Net, batch: Transitions, q_net: Net | None = None) -> torch.Tensor:
+    """r + discount * (1 - terminated) * Q_target(s', a*), without gradient; a* = argmax Q_target(s') (DQN), or
+    argmax Q_online(s') when `q_net` is given (double DQN). DQN's depend on the target network alone, so an agent
+    whose target is fixed over a training phase may compute a phase's at once."""
     with torch.no_grad():
         if len(batch.next_obs) > TARGET_CHUNK:  # activations of a few thousand rows stay in cache: ~2x faster
-            return torch.cat([td_targets(target_net, part) for part in batch.split(TARGET_CHUNK)])
-        next_q = target_net(batch.next_obs).amax(dim=1)
+            return torch.cat([td_targets(target_net, part, q_net) for part in batch.split(TARGET_CHUNK)])
+        next_target = target_net(batch.next_obs)
+        if q_net is None:
+            next_q = next_target.amax(dim=1)
+        else:
+            next_q = next_target.gather(1, q_net(batch.next_obs).argmax(dim=1, keepdim=True)).squeeze(1)
         return batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
 
 
@@ -47,13 +52,8 @@ def mean_loss(pred: torch.Tensor, target: torch.Tensor, kind: str, weights: torc
 def _td(q_net: Net, target_net: Net, batch: Transitions, loss: str, double: bool, target: torch.Tensor | None = None,
         diagnostics: bool = True):
     q = q_net(batch.obs).gather(1, batch.actions.long().view(-1, 1)).squeeze(1)
-    if target is None and not double:
-        target = td_targets(target_net, batch)
-    elif target is None:
-        with torch.no_grad():
-            best = q_net(batch.next_obs).argmax(dim=1, keepdim=True)
-            next_q = target_net(batch.next_obs).gather(1, best).squeeze(1)
-            target = batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
+    if target is None:
+        target = td_targets(target_net, batch, q_net if double else None)
     value = mean_loss(q, target, loss, batch.weights)
     if not diagnostics:  # each op costs microseconds on these networks: skip what nobody reads
         return value, {}
