@@ -124,11 +124,11 @@ class ActorCritic(nn.Module):
 
     def _heads(self, feats: list[torch.Tensor]):
         value = F.linear(feats[-1], self.v_head.weight, self.v_head.bias).squeeze(-1)
-        return self.pi_head(feats[0]), value
+        return self.pi_head.forward(feats[0]), value
 
     def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None):
         """One step: (policy parameters, values [B], next hidden state [B, streams, H] or None)."""
-        feats = [torso(obs) for torso in self.torsos]
+        feats = [torso.forward(obs) for torso in self.torsos]  # .forward: skips nn.Module call overhead
         if self.recurrent:
             h = self.gru.cell(self.gru.input_gates(torch.stack(feats)), hidden.transpose(0, 1))
             feats, hidden = list(h), h.transpose(0, 1)

@@ -103,7 +103,7 @@ class QCritics(nn.Module):
             layers = [nn.Linear(a, b) for _ in range(num_critics)]  # PyTorch's default init, as SB3 and CleanRL
             self.weights.append(nn.Parameter(torch.stack([lin.weight.detach().t() for lin in layers])))
             self.biases.append(nn.Parameter(torch.stack([lin.bias.detach() for lin in layers]).unsqueeze(1)))
-        self.act = torch.relu_ if act == "relu" else activation(act)()  # in place: no new [K, B, h] tensor
+        self.act = torch.relu_ if act == "relu" else activation(act)  # in place: no new [K, B, h] tensor
         self._layers = tuple(zip(self.weights, self.biases))
 
     @classmethod

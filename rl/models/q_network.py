@@ -20,7 +20,7 @@ class QHead(nn.Module):
         self.out = linear(in_dim, num_actions, noisy, sigma0)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.out(features)
+        return self.out.forward(features)  # .forward: skips nn.Module call overhead
 
 
 @models.register("dueling")
@@ -33,8 +33,8 @@ class DuelingHead(nn.Module):
         self.advantage = linear(in_dim, num_actions, noisy, sigma0)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        adv = self.advantage(features)
-        return self.value(features) + adv - adv.mean(dim=-1, keepdim=True)
+        adv = self.advantage.forward(features)
+        return self.value.forward(features) + adv - adv.mean(dim=-1, keepdim=True)
 
 
 def num_actions(action_space) -> int:
@@ -64,4 +64,4 @@ class QNetwork(NoisyMixin, nn.Module):
         return cls(torso, head)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.head(self.torso(obs))
+        return self.head.forward(self.torso.forward(obs))  # .forward: skips nn.Module call overhead
