@@ -3,6 +3,7 @@ memory (the child's max RSS from wait4), and print a table with our/peer ratios.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -92,3 +93,14 @@ def compare_with_sb3(hparams_set: str, sb3_script: str, title: str, seeds: list[
         print(f"training-time ratio (sb3 train_s / rl train_s): "
               f"{np.mean([r['train_s'] for r in peer]) / np.mean([r['train_s'] for r in ours]):.2f}x")
     return rows
+
+
+def benchmark_parser(description: str, steps: int | None, episodes: int | None = 10) -> argparse.ArgumentParser:
+    """The options every benchmark takes: seeds, env steps, evaluation episodes and --skip_peer (None defaults: the
+    benchmark picks them)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=steps, help="env steps (default: %(default)s)")
+    p.add_argument("--episodes", type=int, default=episodes, help="final evaluation episodes (default: %(default)s)")
+    p.add_argument("--skip_peer", action="store_true", help="run only ours")
+    return p

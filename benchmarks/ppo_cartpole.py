@@ -12,9 +12,7 @@ SB3 / ours. The issue's goal: the whole process at least 3x faster, with a greed
 
 from __future__ import annotations
 
-import argparse
-
-from common import compare_with_sb3
+from common import benchmark_parser, compare_with_sb3
 
 SB3_SCRIPT = """
 import json, sys, time
@@ -38,12 +36,7 @@ print(json.dumps({"mean_return": float(mean), "std_return": float(std), "train_s
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=100_000)
-    p.add_argument("--episodes", type=int, default=10)
-    p.add_argument("--skip_peer", action="store_true", help="run only ours")
-    args = p.parse_args()
+    args = benchmark_parser(__doc__, steps=100_000).parse_args()
     compare_with_sb3("ppo_cartpole", SB3_SCRIPT, "PPO CartPole-v1", args.seeds, args.steps, args.episodes,
                      args.skip_peer)
 

@@ -13,10 +13,9 @@ ratio SB3 time / our time. SB3 runs with torch's default thread count; ours with
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from common import compare_with_sb3
+from common import benchmark_parser, compare_with_sb3
 
 # our set -> the same settings in SB3's terms (rl-baselines3-zoo hyperparams/sac.yml)
 SETTINGS = {
@@ -49,14 +48,10 @@ print(json.dumps({"mean_return": float(mean), "std_return": float(std), "train_s
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = benchmark_parser(__doc__, steps=None, episodes=None)  # None: the env's (20000; 10 episodes, 2 on PyBullet)
     p.add_argument("--env", default="Pendulum-v1", choices=list(SETTINGS))
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=None, help="env steps (default: 20000)")
-    p.add_argument("--episodes", type=int, default=None, help="evaluation episodes (default: 10; 2 on PyBullet)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for ours (default: the set's)")
     p.add_argument("--override", default="", help="extra --hparam_override for ours, e.g. matmul_precision=highest")
-    p.add_argument("--skip_peer", action="store_true", help="run only ours")
     args = p.parse_args()
     set_name, default_steps, default_episodes, sb3_kwargs = SETTINGS[args.env]
     steps, episodes = args.steps or default_steps, args.episodes or default_episodes
