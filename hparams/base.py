@@ -18,7 +18,8 @@ def base() -> HParams:
     d("env", "CartPole-v1", "gymnasium env id (--env overrides)")
     d("env_type", "gym", "envs registry key: the env family and its wrappers (gym, atari, bullet ...)")
     d("num_envs", 1, "environments stepped together in one vector env")
-    d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto")
+    d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto "
+      "(native where it resets in the same step, e.g. CartPole; sync otherwise)")
     # run length, evaluation, checkpoints
     d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)")
     d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)")

@@ -81,6 +81,7 @@ def vpg() -> HParams:
 def _cartpole(hp: HParams) -> HParams:
     hp.env = "CartPole-v1"
     hp.num_envs = 8
+    hp.vector_mode = "auto"  # gymnasium's numpy CartPole, resetting in the same step (rl/envs/cartpole_vector.py)
     hp.eval_interval = 50_000  # each greedy evaluation plays 10 episodes of up to 500 steps
     hp.checkpoint_interval = 25_000
     return hp

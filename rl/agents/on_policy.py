@@ -11,29 +11,24 @@ backward pass, then runs the epochs. The learning rate and PPO's clip range deca
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from rl.agents.base import Agent
 from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer
+from rl.envs import has_same_step_native
 from rl.errors import ConfigError
 from rl.grad_comp.policy_gradient import normalized_advantages
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
 def _check_vector_mode(hp) -> None:
-    """The rollout stores every env at every step: that needs same-step autoreset (sync or async vector envs)."""
-    native = hp.vector_mode == "native"
-    if hp.vector_mode == "auto":
-        try:
-            native = bool(gym.spec(hp.env).vector_entry_point)
-        except gym.error.Error:
-            native = False
-    if native:
-        raise ConfigError(f"agent {hp.agent!r} needs same-step autoreset: use vector_mode=sync or async "
-                          f"(got vector_mode={hp.vector_mode!r})")
+    """The rollout stores every env at every step: that needs same-step autoreset (sync, async, auto, or a native
+    vector env that resets in the same step, like CartPole's)."""
+    if hp.vector_mode == "native" and not has_same_step_native(hp.env):
+        raise ConfigError(f"agent {hp.agent!r} needs same-step autoreset: use vector_mode=auto, sync or async "
+                          f"({hp.env!r}'s native vector env resets on the next step)")
 
 
 class OnPolicyAgent(Agent):

@@ -2,12 +2,14 @@
 
 Every env is a gymnasium vector env; a single env is a vector of one. `vector_mode` picks the engine:
 `sync` / `async` (gymnasium's Sync/AsyncVectorEnv with same-step autoreset, one seed per env), `native` (the env's own
-vectorised entry point, e.g. CartPole's numpy implementation, with next-step autoreset) or `auto` (native where the
-env has one, sync otherwise).
+vectorised entry point, e.g. CartPole's numpy implementation: same-step where `cartpole_vector` gives it one,
+next-step autoreset otherwise) or `auto` (a same-step native env where there is one, sync otherwise: always
+same-step autoreset).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 import gymnasium as gym
@@ -17,6 +19,7 @@ from rl.envs import (
     bullet,  # noqa: F401  (registers the PyBullet ids with gymnasium)
     masked_cartpole,  # noqa: F401  (registers CartPoleNoVel-v1)
 )
+from rl.envs.cartpole_vector import SAME_STEP_NATIVE
 from rl.errors import ConfigError
 from rl.registry import envs
 
@@ -41,11 +44,13 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
         raise ConfigError(f"unknown vector_mode {vector_mode!r}: valid: {', '.join(VECTOR_MODES)}")
     spec = check_env_id(env_id)
     if vector_mode == "auto":
-        vector_mode = "native" if spec.vector_entry_point and not wrappers else "sync"
+        vector_mode = "native" if env_id in SAME_STEP_NATIVE and not wrappers else "sync"
     if vector_mode == "native":
         if not spec.vector_entry_point:
             raise ConfigError(f"env {env_id!r} has no native vector entry point: use vector_mode=sync or async")
-        return gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", render_mode=render_mode,
+        if env_id in SAME_STEP_NATIVE:  # the same numpy code, resetting finished envs in the same step
+            spec = dataclasses.replace(spec, vector_entry_point=SAME_STEP_NATIVE[env_id])
+        return gym.make_vec(spec, num_envs, vectorization_mode="vector_entry_point", render_mode=render_mode,
                             **env_kwargs)
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
     return gym.make_vec(env_id, num_envs, vectorization_mode=vector_mode, vector_kwargs=kwargs,
@@ -62,6 +67,11 @@ def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, ve
     """The vector env that the hparams describe (`env_type` picks the family, `env` the id)."""
     maker = envs[hp.env_type]
     return maker(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode, vector_mode=vector_mode)
+
+
+def has_same_step_native(env_id: str) -> bool:
+    """True when `vector_mode=native` gives `env_id` a vector env with same-step autoreset."""
+    return env_id in SAME_STEP_NATIVE
 
 
 def is_same_step(env: gym.vector.VectorEnv) -> bool:

@@ -204,8 +204,13 @@ def test_action_selection():
 
 
 def test_next_step_autoreset_envs_are_refused():
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
+
+    if "NextStepCartPole-v1" not in gym.registry:  # gymnasium's own vector CartPole: next-step autoreset
+        gym.register("NextStepCartPole-v1", entry_point=CartPoleEnv, vector_entry_point=CartPoleVectorEnv,
+                     max_episode_steps=500)
     hp = sets["ppo_cartpole"]()
-    hp.vector_mode = "native"
+    hp.env, hp.vector_mode = "NextStepCartPole-v1", "native"
     with pytest.raises(ConfigError, match="same-step autoreset"):
         build_agent(hp, make_env(hp, vector_mode="sync"), seed=0)
 
