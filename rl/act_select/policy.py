@@ -62,12 +62,27 @@ def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(log_p.exp() * log_p).sum(-1)
 
 
+def categorical_backward(logits: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
+                         ent_coef: float = 0.0) -> torch.Tensor:
+    """d/dlogits of sum_i g_i log pi(a_i) - ent_coef * mean_i H_i, in closed form: g_i (onehot(a_i) - p_i), and
+    ent_coef / B * p (log p + H) for the entropy term."""
+    log_p = torch.log_softmax(logits, -1)
+    p = log_p.exp()
+    grad = p * -grad_log_probs.unsqueeze(-1)
+    grad.scatter_add_(-1, actions.long().unsqueeze(-1), grad_log_probs.unsqueeze(-1))
+    if ent_coef:
+        entropy = -(p * log_p).sum(-1, keepdim=True)
+        grad.addcmul_(p, log_p + entropy, value=ent_coef / len(logits))
+    return grad
+
+
 @act_select.register("categorical")
 class Categorical(_Sampler):
     """Sample from softmax(logits)."""
 
     log_prob = staticmethod(categorical_log_prob)
     entropy = staticmethod(categorical_entropy)
+    backward = staticmethod(categorical_backward)
 
     @classmethod
     def build(cls, hp, action_space, seed: int = 0) -> Categorical:
@@ -109,6 +124,18 @@ def gaussian_entropy(params: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     return (log_std + 0.5 + LOG_SQRT_2PI).sum(-1).expand(mean.shape[:-1])
 
 
+def gaussian_backward(params: tuple[torch.Tensor, torch.Tensor], actions: torch.Tensor, grad_log_probs: torch.Tensor,
+                      ent_coef: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(d/dmean, d/dlog_std) of sum_i g_i log pi(u_i) - ent_coef * mean_i H_i: with z = (u - mean) / std,
+    dlog pi/dmean = z / std and dlog pi/dlog_std = z^2 - 1; the entropy's log-std gradient is 1 per dimension."""
+    mean, log_std = params
+    inv_std = torch.exp(-log_std)
+    z = (actions - mean) * inv_std
+    g = grad_log_probs.unsqueeze(-1)
+    grad_log_std = (g * (z.square() - 1.0)).sum(0) - ent_coef
+    return g * z * inv_std, grad_log_std
+
+
 class _Bounded:
     """Maps an unbounded Gaussian action to the env's Box (`clip`, `tanh` or `none`)."""
 
@@ -139,6 +166,7 @@ class Gaussian(_Bounded, _Sampler):
 
     log_prob = staticmethod(gaussian_log_prob)
     entropy = staticmethod(gaussian_entropy)
+    backward = staticmethod(gaussian_backward)
 
     def __init__(self, low, high, bounds: str = "clip", seed: int = 0, device="cpu"):
         _Bounded.__init__(self, low, high, bounds)

@@ -43,6 +43,8 @@ class OnPolicyAgent(Agent):
         self.greedy = act_select[f"deterministic_{hp.act_select}"].build(hp, action_space)
         self.loss_fn = grad_comp[hp.grad_comp]
         self.recurrent = self.model.hidden_shape is not None
+        # closed-form gradients where the network and the policy have them (feed-forward MLPs; relu or tanh)
+        self.analytic = hp.analytic_grads and self.model.analytic and hasattr(self.policy, "backward")
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
         self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None
         self.reward_norm = RewardNormalizer(num_envs, hp.gamma, hp.clip_reward) if hp.normalize_reward else None
@@ -136,12 +138,23 @@ class OnPolicyAgent(Agent):
             epochs += 1
             for i, batch in enumerate(batches):
                 want_info = hp.target_kl > 0 or (epochs == hp.epochs and i == len(batches) - 1)
-                log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
+                if self.analytic:
+                    params, values, cache = self.model.forward_cached(batch.obs)
+                    log_probs = self.policy.log_prob(params, batch.actions)
+                    entropy = self.policy.entropy(params) if want_info else None
+                else:
+                    log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
                 loss, step_info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=want_info, **coefs)
+                grad_log_probs, grad_values = step_info.pop("grad_log_probs"), step_info.pop("grad_values")
                 if hp.target_kl > 0 and step_info["losses/approx_kl"].item() > 1.5 * hp.target_kl:
                     info = {**step_info, "stopped": True}  # early stop: the policy moved far enough
                     break
-                self._step(loss)
+                if self.analytic:  # the same gradient in closed form, without building an autograd graph
+                    grad_params = self.policy.backward(params, batch.actions, grad_log_probs, hp.ent_coef)
+                    self.model.backward(cache, grad_params, grad_values)
+                    self._step(None)
+                else:
+                    self._step(loss)
                 info = step_info or info
         mem.reset()
         self.updates += 1
@@ -149,9 +162,11 @@ class OnPolicyAgent(Agent):
         info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
         return info
 
-    def _step(self, loss: torch.Tensor) -> None:
-        self.optimizer.zero_grad()
-        loss.backward()
+    def _step(self, loss: torch.Tensor | None) -> None:
+        """One optimizer step: from `loss` by autograd, or (None) from the gradient `model.backward` wrote."""
+        if loss is not None:
+            self.optimizer.zero_grad()
+            loss.backward()
         if self.hp.max_grad_norm > 0:
             self.optimizer.clip_grad_norm(self.hp.max_grad_norm)
         self.optimizer.step()

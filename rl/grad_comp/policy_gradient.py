@@ -10,6 +10,8 @@ Speed: these losses are elementwise in (log_probs, values), so their gradients w
 closed forms (PPO: d/dlogp of -min(rA, clip(r)A) is -rA where the unclipped term is the minimum, else 0). The
 returned loss has the true value and the true gradient but reaches the network through one dot product per input
 (`linearised`) instead of a dozen autograd nodes: on small networks the backward pass costs per node, not per flop.
+The diagnostics also carry those two gradients (`grad_log_probs`, `grad_values`), so an agent whose network has an
+analytic backward pass can skip autograd altogether.
 tests/grad_comp/test_policy_gradient.py checks values and gradients against the plain autograd formulas.
 
 Diagnostics, namespaced for the logger: policy/value/entropy losses, approx_kl (Schulman's (r - 1) - log r),
@@ -64,18 +66,21 @@ def _combine(policy_loss, grad_log_probs, log_probs, values, entropy, batch, ent
     with torch.no_grad():
         value_loss, grad_values = _value_loss(values, batch, clip_range_vf)
         total = policy_loss + vf_coef * value_loss
-    loss = linearised(total, (log_probs, grad_log_probs), (values, grad_values * vf_coef))
+    grad_values = grad_values * vf_coef
+    loss = linearised(total, (log_probs, grad_log_probs), (values, grad_values))
     if entropy is not None and ent_coef != 0:
         loss = loss - ent_coef * entropy.mean()
+    # the closed-form gradients, for agents that backpropagate without autograd (entropy's is the policy's to add)
+    grads = {"grad_log_probs": grad_log_probs, "grad_values": grad_values}
     if not diagnostics:
-        return loss, {}
+        return loss, grads
     with torch.no_grad():
         info = {"losses/policy_loss": policy_loss, "losses/value_loss": value_loss,
                 "losses/approx_kl": ((log_ratio.exp() - 1) - log_ratio).mean(),
                 "losses/explained_variance": explained_variance(batch.old_values, batch.returns), **(extra or {})}
         if entropy is not None:
             info["losses/entropy"] = entropy.detach().mean()
-    return loss, info
+    return loss, {**info, **grads}
 
 
 @grad_comp.register("pg")

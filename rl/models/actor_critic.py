@@ -135,6 +135,43 @@ class ActorCritic(nn.Module):
         params, value = self._heads(feats)
         return params, value, hidden
 
+    # ------------------------------------------------------------------ analytic gradients (no autograd graph)
+    @property
+    def analytic(self) -> bool:
+        """True when `forward_cached`/`backward` can replace autograd: feed-forward MLP torsos with an activation
+        whose derivative is known. On these small networks autograd's graph bookkeeping costs about as much as the
+        arithmetic; the closed-form backward is a fixed list of matrix products."""
+        return not self.recurrent and all(getattr(t, "act_grad", None) is not None for t in self.torsos)
+
+    @torch.no_grad()
+    def forward_cached(self, obs: torch.Tensor):
+        """(policy parameters, values, cache for `backward`), computed without an autograd graph."""
+        feats, caches = zip(*(torso.forward_cached(obs) for torso in self.torsos))
+        params, value = self._heads(list(feats))
+        return params, value, (feats, caches)
+
+    @torch.no_grad()
+    def backward(self, cache, grad_params, grad_values: torch.Tensor) -> None:
+        """Fill every parameter's `.grad` from d loss / d policy parameters (logits, or (mean, log_std)) and
+        d loss / d values."""
+        feats, caches = cache
+        head = self.pi_head
+        grad_out = grad_params[0] if isinstance(head, GaussianHead) else grad_params
+        if isinstance(head, GaussianHead):
+            head.log_std.grad.copy_(grad_params[1])
+        torch.mm(grad_out.t(), feats[0], out=head.out.weight.grad)
+        torch.sum(grad_out, 0, out=head.out.bias.grad)
+        g_v = grad_values.unsqueeze(1)
+        torch.mm(g_v.t(), feats[-1], out=self.v_head.weight.grad)
+        torch.sum(g_v, 0, out=self.v_head.bias.grad)
+        grad_pi_feat = grad_out.mm(head.out.weight)
+        grad_v_feat = g_v * self.v_head.weight
+        if len(self.torsos) == 1:
+            self.torsos[0].backward(caches[0], grad_pi_feat + grad_v_feat)
+        else:
+            self.torsos[0].backward(caches[0], grad_pi_feat)
+            self.torsos[1].backward(caches[1], grad_v_feat)
+
     def forward_sequence(self, obs: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor):
         """Replay sequences obs [T, n, ...] from `hidden` [n, streams, H], zeroing the state where `starts` [T, n]
         is 1; returns policy parameters and values flattened to [T * n] (time-major)."""

@@ -14,6 +14,9 @@ from rl.registry import models
 
 # functions, not nn.Modules: a module call costs microseconds of overhead, several per forward pass of a small network
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": F.elu, "gelu": F.gelu, "silu": F.silu}
+# d act / d pre-activation from the activation's output y, for the analytic backward pass: (grad, y) -> grad
+ACTIVATION_GRADS = {"relu": lambda g, y: torch.ops.aten.threshold_backward(g, y, 0.0),
+                    "tanh": torch.ops.aten.tanh_backward}
 
 
 def activation(name: str):
@@ -39,6 +42,7 @@ class MLP(nn.Module):
         sizes = [in_dim, *hidden_sizes]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
         self.act = activation(act)
+        self.act_grad = ACTIVATION_GRADS.get(act)  # None: only autograd can differentiate this torso
         self.out_dim = sizes[-1]
 
     @classmethod
@@ -50,3 +54,25 @@ class MLP(nn.Module):
         for layer in self.layers:  # F.linear skips nn.Module call overhead, which dominates for small layers
             x = self.act(F.linear(x, layer.weight, layer.bias))
         return x
+
+    # ------------------------------------------------------------------ analytic gradients (no autograd graph)
+    @torch.no_grad()
+    def forward_cached(self, obs: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The features and every layer's input, which `backward` needs."""
+        xs = [obs.flatten(1).float()]
+        for layer in self.layers:
+            xs.append(self.act(torch.addmm(layer.bias, xs[-1], layer.weight.t())))
+        return xs[-1], xs
+
+    @torch.no_grad()
+    def backward(self, xs: list[torch.Tensor], grad_out: torch.Tensor) -> None:
+        """Write d loss / d parameters into each parameter's `.grad` (views of the optimizer's flat buffer) from
+        d loss / d features: per layer, one activation derivative and two or three matrix products."""
+        grad = grad_out
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer = self.layers[i]
+            grad = self.act_grad(grad, xs[i + 1])  # d loss / d pre-activation
+            torch.mm(grad.t(), xs[i], out=layer.weight.grad)
+            torch.sum(grad, 0, out=layer.bias.grad)
+            if i:
+                grad = grad.mm(layer.weight)

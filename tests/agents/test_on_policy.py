@@ -293,3 +293,48 @@ def test_stacked_gru_matches_torch_gru_cells():
     out = stacked.cell(stacked.input_gates(x), h)
     for k, cell in enumerate(cells):
         assert torch.allclose(out[k], cell(x[k], h[k]), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------- analytic grads
+@pytest.mark.parametrize("name, overrides", [
+    ("ppo_cartpole", ""),  # separate tanh torsos, categorical head
+    ("ppo_cartpole", "shared_torso=true,activation=relu,ent_coef=0.05,clip_range_vf=0.1"),
+    ("a2c_cartpole", "ent_coef=0.01,normalize_advantage=true"),
+    ("ppo_pendulum", "ent_coef=0.02,hidden_sizes=[32,16,8]"),  # Gaussian head with a learned log-std
+])
+def test_analytic_gradients_equal_autograd(name, overrides):
+    """The closed-form backward pass (model.backward + policy.backward) gives autograd's gradient of the loss."""
+    hp, env, agent = make(name, "num_steps=16,num_envs=2" + ("," + overrides if overrides else ""))
+    assert agent.analytic
+    play(agent, env, env.reset(seed=0)[0], 15)  # fill the rollout but for its last step, then add that step
+    obs = np.asarray(env.observation_space.sample(), np.float32)
+    agent.act(obs)
+    agent.observe(obs, np.zeros(2), np.ones(2), obs, np.zeros(2, bool), np.zeros(2, bool))
+    with torch.no_grad():
+        _, next_values, _ = agent.model(agent.memory.next_obs.flatten(0, 1))
+    agent.memory.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
+    batch = next(agent.memory.minibatches(len(agent.memory), agent.shuffle))
+    with torch.no_grad():  # move the policy off the rollout's so the ratio clip and value clip take part
+        agent.optimizer.param.add_(torch.randn_like(agent.optimizer.param) * 0.05)
+    coefs = dict(clip_range=0.1, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
+                 normalize_advantage=hp.normalize_advantage)
+
+    log_probs, entropy, values = agent._evaluate(batch, True)
+    loss, _ = agent.loss_fn(log_probs, entropy, values, batch, diagnostics=False, **coefs)
+    agent.optimizer.zero_grad()
+    loss.backward()
+    expected = agent.optimizer.grad.clone()
+
+    params, values, cache = agent.model.forward_cached(batch.obs)
+    log_probs = agent.policy.log_prob(params, batch.actions)
+    _, info = agent.loss_fn(log_probs, None, values, batch, diagnostics=False, **coefs)
+    agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
+    agent.model.backward(cache, agent.policy.backward(params, batch.actions, info["grad_log_probs"], hp.ent_coef),
+                         info["grad_values"])
+    torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_analytic_gradients_need_a_known_activation_and_no_gru():
+    assert not make("ppo_cartpole", "activation=elu")[2].analytic
+    assert not make("ppo_gru_cartpole", "num_envs=2")[2].analytic
+    assert not make("ppo_cartpole", "analytic_grads=false")[2].analytic
