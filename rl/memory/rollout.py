@@ -48,6 +48,10 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
     return adv
 
 
+def _numpy(x) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
 def _storage_dtype(dtype) -> torch.dtype:
     dtype = np.dtype(dtype)
     return torch.float32 if np.issubdtype(dtype, np.floating) else torch.from_numpy(np.zeros(0, dtype)).dtype
@@ -75,6 +79,7 @@ class RolloutMemory:
             self.next_hidden = torch.zeros_like(self.hidden)
             self.starts = torch.zeros((T, N))
         self.pos = 0
+        self._views = {f: getattr(self, f).numpy() for f in self._fields()}
 
     @classmethod
     def build(cls, hp, obs_space, action_space, num_envs: int, hidden_shape: tuple | None = None) -> RolloutMemory:
@@ -91,18 +96,18 @@ class RolloutMemory:
     def add(self, obs, actions, rewards, next_obs, terminated, truncated, values: torch.Tensor,
             log_probs: torch.Tensor, hidden=None, next_hidden=None, starts=None) -> None:
         """Store one batched step (a leading env dimension on every argument)."""
-        t = self.pos
-        self.obs[t] = torch.as_tensor(obs)
-        self.actions[t] = torch.as_tensor(actions)
-        self.next_obs[t] = torch.as_tensor(next_obs)
-        self.rewards[t].numpy()[:] = rewards
-        self.terminated[t].numpy()[:] = terminated
-        self.dones[t].numpy()[:] = np.logical_or(terminated, truncated)
-        self.values[t] = values
-        self.log_probs[t] = log_probs
+        t, views = self.pos, self._views  # numpy views of the storage: a numpy copy costs far less than a torch one
+        views["obs"][t] = _numpy(obs)
+        views["actions"][t] = _numpy(actions)
+        views["next_obs"][t] = _numpy(next_obs)
+        views["rewards"][t] = rewards
+        views["terminated"][t] = terminated
+        np.logical_or(terminated, truncated, out=views["dones"][t], casting="unsafe")
+        views["values"][t] = _numpy(values)
+        views["log_probs"][t] = _numpy(log_probs)
         if self.recurrent:
-            self.hidden[t], self.next_hidden[t] = hidden, next_hidden
-            self.starts[t].numpy()[:] = starts
+            views["hidden"][t], views["next_hidden"][t] = _numpy(hidden), _numpy(next_hidden)
+            views["starts"][t] = starts
         self.pos += 1
 
     def compute_advantages(self, next_values: torch.Tensor, gamma: float, lam: float) -> None:
