@@ -1,10 +1,11 @@
 """gymnasium's numpy-vectorised CartPole (`CartPoleVectorEnv`) with same-step autoreset.
 
-gymnasium's own vector CartPole steps all envs in a few numpy operations (about 10x cheaper than a SyncVectorEnv of
-8 CartPole-v1 envs, whose per-env Python step, wrappers and checks dominate an on-policy run's collection), but it
-autoresets on the *next* step, and an on-policy rollout must store every env at every step. This subclass keeps
-gymnasium's physics and resets finished envs in the step that ends them, reporting their final observations in
-`info["final_obs"]` (masked by `info["_final_obs"]`), as Sync/AsyncVectorEnv do with `AutoresetMode.SAME_STEP`.
+gymnasium's own vector CartPole steps all envs in one pass of numpy operations (measured here: about 110 us for 8
+envs, against about 155 us for a SyncVectorEnv of 8 CartPole-v1 envs with their per-env Python steps, wrappers and
+checks), but it autoresets on the *next* step, and an on-policy rollout must store every env at every step. This
+subclass keeps gymnasium's physics and resets finished envs in the step that ends them, reporting their final
+observations in `info["final_obs"]` (masked by `info["_final_obs"]`), as Sync/AsyncVectorEnv do with
+`AutoresetMode.SAME_STEP`.
 """
 
 from __future__ import annotations

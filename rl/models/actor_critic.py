@@ -156,9 +156,11 @@ class ActorCritic(nn.Module):
         d loss / d values."""
         feats, caches = cache
         head = self.pi_head
-        grad_out = grad_params[0] if isinstance(head, GaussianHead) else grad_params
         if isinstance(head, GaussianHead):
-            head.log_std.grad.copy_(grad_params[1])
+            grad_out, grad_log_std = grad_params
+            head.log_std.grad.copy_(grad_log_std)
+        else:
+            grad_out = grad_params
         torch.mm(grad_out.t(), feats[0], out=head.out.weight.grad)
         torch.sum(grad_out, 0, out=head.out.bias.grad)
         g_v = grad_values.unsqueeze(1)
