@@ -1,0 +1,78 @@
+"""Where a gradient step's time goes: time our agent's gradient steps on a set's networks and print torch's profiler
+table (matrix products vs everything else). It backs the README's account of why SAC and PPO are arithmetic-bound.
+
+    .venv/bin/python benchmarks/profile_update.py --hparams sac_pendulum
+    .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --threads 2
+
+Off-policy agents (dqn, ddpg, td3, sac): one `gradient_step` per measurement, on a memory filled with `--fill` env
+steps. On-policy agents: one `update` (all its epochs) per full rollout, reported per gradient step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import hparams  # noqa: F401  (fills the hparams registry)
+from rl.envs import make_env
+from rl.registry import hparams as sets
+from rl.run import build_agent, configure_torch, seed_everything, true_next_obs
+
+
+def collect(agent, env, obs, steps: int, update: bool):
+    for _ in range(steps):
+        actions = agent.act(obs)
+        next_obs, rewards, terminated, truncated, info = env.step(actions)
+        dones = terminated | truncated
+        agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
+        if dones.any():
+            agent.reset_episodes(dones)
+        if update:
+            agent.update()
+        obs = next_obs
+    return obs
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hparams", default="sac_pendulum")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: %(default)s)")
+    p.add_argument("--fill", type=int, default=1000, help="off-policy: env steps stored first (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=30, help="measured updates (default: %(default)s)")
+    args = p.parse_args()
+    hp = sets[args.hparams]()
+    hp.torch_threads = args.threads
+    configure_torch(hp)
+    seed_everything(hp.seed)
+    env = make_env(hp)
+    agent = build_agent(hp, env, hp.seed)
+    obs, _ = env.reset(seed=hp.seed)
+    on_policy = hasattr(agent.memory, "compute_advantages")
+    if on_policy:  # each measured update learns from a freshly collected rollout (collection is not measured)
+        def prepare():
+            nonlocal obs
+            obs = collect(agent, env, obs, hp.num_steps - agent.memory.pos, update=False)
+        run = agent.update
+        per_update = hp.epochs * max(1, (hp.num_steps * hp.num_envs) // (hp.batch_size or 10**9))
+    else:
+        obs = collect(agent, env, obs, args.fill, update=False)
+        prepare, run, per_update = (lambda: None), agent.gradient_step, 1
+    times = []
+    for i in range(5 + args.repeats):
+        prepare()
+        start = time.perf_counter()
+        run()
+        if i >= 5:  # the first few warm up
+            times.append(time.perf_counter() - start)
+    print(f"{args.hparams}: {statistics.median(times) / per_update * 1e3:.2f} ms per gradient step "
+          f"(median of {args.repeats}, {args.threads} thread(s))")
+    from torch.profiler import profile
+
+    prepare()
+    with profile() as prof:
+        run()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+
+if __name__ == "__main__":
+    main()
