@@ -72,7 +72,7 @@ def main() -> None:
     prepare()
     with profile() as prof:
         run()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=int(__import__("os").environ.get("ROWS", 12))))
 
 if __name__ == "__main__":
     main()

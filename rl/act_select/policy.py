@@ -62,17 +62,27 @@ def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(log_p.exp() * log_p).sum(-1)
 
 
-def categorical_backward(logits: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
-                         ent_coef: float = 0.0) -> torch.Tensor:
+def log_softmax_numpy(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(-1, keepdims=True)
+    z -= np.log(np.exp(z).sum(-1, keepdims=True))
+    return z
+
+
+def categorical_log_prob_numpy(logits: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    return log_softmax_numpy(logits)[np.arange(len(actions)), actions]
+
+
+def categorical_backward(logits: np.ndarray, actions: np.ndarray, grad_log_probs: np.ndarray,
+                         ent_coef: float = 0.0) -> np.ndarray:
     """d/dlogits of sum_i g_i log pi(a_i) - ent_coef * mean_i H_i, in closed form: g_i (onehot(a_i) - p_i), and
-    ent_coef / B * p (log p + H) for the entropy term."""
-    log_p = torch.log_softmax(logits, -1)
-    p = log_p.exp()
-    grad = p * -grad_log_probs.unsqueeze(-1)
-    grad.scatter_add_(-1, actions.long().unsqueeze(-1), grad_log_probs.unsqueeze(-1))
+    ent_coef / B * p (log p + H) for the entropy term (numpy, for the agents' analytic path)."""
+    log_p = log_softmax_numpy(logits)
+    p = np.exp(log_p)
+    grad = p * -grad_log_probs[:, None]
+    grad[np.arange(len(grad)), actions] += grad_log_probs
     if ent_coef:
-        entropy = -(p * log_p).sum(-1, keepdim=True)
-        grad.addcmul_(p, log_p + entropy, value=ent_coef / len(logits))
+        entropy = -(p * log_p).sum(-1, keepdims=True)
+        grad += (ent_coef / len(logits)) * p * (log_p + entropy)
     return grad
 
 
@@ -82,6 +92,7 @@ class Categorical(_Sampler):
 
     log_prob = staticmethod(categorical_log_prob)
     entropy = staticmethod(categorical_entropy)
+    log_prob_numpy = staticmethod(categorical_log_prob_numpy)
     backward = staticmethod(categorical_backward)
 
     @classmethod
@@ -97,6 +108,15 @@ class Categorical(_Sampler):
         log_probs = log_p.gather(-1, actions).squeeze(-1)
         actions = actions.squeeze(-1)
         return PolicyAction(actions.cpu().numpy(), actions, log_probs)
+
+    def sample_numpy(self, logits: np.ndarray) -> PolicyAction:
+        """`__call__` on numpy logits (the analytic path's acting): the same uniforms from the same generator, the
+        same inverse-CDF rule, numpy arrays out."""
+        log_p = log_softmax_numpy(logits)
+        u = torch.rand(len(logits), generator=self.generator).numpy()
+        actions = (np.cumsum(np.exp(log_p), -1) < u[:, None]).sum(-1)
+        np.minimum(actions, logits.shape[-1] - 1, out=actions)
+        return PolicyAction(actions, actions, log_p[np.arange(len(actions)), actions])
 
 
 @act_select.register("deterministic_categorical")
@@ -124,15 +144,22 @@ def gaussian_entropy(params: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     return (log_std + 0.5 + LOG_SQRT_2PI).sum(-1).expand(mean.shape[:-1])
 
 
-def gaussian_backward(params: tuple[torch.Tensor, torch.Tensor], actions: torch.Tensor, grad_log_probs: torch.Tensor,
-                      ent_coef: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(d/dmean, d/dlog_std) of sum_i g_i log pi(u_i) - ent_coef * mean_i H_i: with z = (u - mean) / std,
-    dlog pi/dmean = z / std and dlog pi/dlog_std = z^2 - 1; the entropy's log-std gradient is 1 per dimension."""
+def gaussian_log_prob_numpy(params: tuple[np.ndarray, np.ndarray], actions: np.ndarray) -> np.ndarray:
     mean, log_std = params
-    inv_std = torch.exp(-log_std)
+    z = (actions - mean) * np.exp(-log_std)
+    return (-0.5 * z * z - log_std - LOG_SQRT_2PI).sum(-1)
+
+
+def gaussian_backward(params: tuple[np.ndarray, np.ndarray], actions: np.ndarray, grad_log_probs: np.ndarray,
+                      ent_coef: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(d/dmean, d/dlog_std) of sum_i g_i log pi(u_i) - ent_coef * mean_i H_i: with z = (u - mean) / std,
+    dlog pi/dmean = z / std and dlog pi/dlog_std = z^2 - 1; the entropy's log-std gradient is 1 per dimension
+    (numpy, for the agents' analytic path)."""
+    mean, log_std = params
+    inv_std = np.exp(-log_std)
     z = (actions - mean) * inv_std
-    g = grad_log_probs.unsqueeze(-1)
-    grad_log_std = (g * (z.square() - 1.0)).sum(0) - ent_coef
+    g = grad_log_probs[:, None]
+    grad_log_std = (g * (z * z - 1.0)).sum(0) - ent_coef
     return g * z * inv_std, grad_log_std
 
 
@@ -151,8 +178,8 @@ class _Bounded:
         _need(action_space, False, "gaussian")
         return cls(action_space.low, action_space.high, hp.action_bounds)
 
-    def to_env(self, u: torch.Tensor) -> np.ndarray:
-        a = u.cpu().numpy()
+    def to_env(self, u: torch.Tensor | np.ndarray) -> np.ndarray:
+        a = u.cpu().numpy() if isinstance(u, torch.Tensor) else u
         if self.bounds == "clip":
             return np.clip(a, self.low, self.high)
         if self.bounds == "tanh":
@@ -166,6 +193,7 @@ class Gaussian(_Bounded, _Sampler):
 
     log_prob = staticmethod(gaussian_log_prob)
     entropy = staticmethod(gaussian_entropy)
+    log_prob_numpy = staticmethod(gaussian_log_prob_numpy)
     backward = staticmethod(gaussian_backward)
 
     def __init__(self, low, high, bounds: str = "clip", seed: int = 0, device="cpu"):
@@ -181,6 +209,12 @@ class Gaussian(_Bounded, _Sampler):
         mean, log_std = params
         u = mean + torch.exp(log_std) * torch.randn(mean.shape, generator=self.generator, device=mean.device)
         return PolicyAction(self.to_env(u), u, gaussian_log_prob(params, u))
+
+    def sample_numpy(self, params: tuple[np.ndarray, np.ndarray]) -> PolicyAction:
+        """`__call__` on numpy parameters (the analytic path's acting): the same normals, numpy arrays out."""
+        mean, log_std = params
+        u = mean + np.exp(log_std) * torch.randn(mean.shape, generator=self.generator).numpy()
+        return PolicyAction(self.to_env(u), u, gaussian_log_prob_numpy(params, u))
 
 
 @act_select.register("deterministic_gaussian")

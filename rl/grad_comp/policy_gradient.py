@@ -67,7 +67,10 @@ def _combine(policy_loss, grad_log_probs, log_probs, values, entropy, batch, ent
         value_loss, grad_values = _value_loss(values, batch, clip_range_vf)
         total = policy_loss + vf_coef * value_loss
     grad_values = grad_values * vf_coef
-    loss = linearised(total, (log_probs, grad_log_probs), (values, grad_values))
+    if log_probs.requires_grad or values.requires_grad:  # autograd will differentiate the loss
+        loss = linearised(total, (log_probs, grad_log_probs), (values, grad_values))
+    else:  # computed without a graph, for an agent that backpropagates the returned gradients itself
+        loss = total
     if entropy is not None and ent_coef != 0:
         loss = loss - ent_coef * entropy.mean()
     # the closed-form gradients, for agents that backpropagate without autograd (entropy's is the policy's to add)

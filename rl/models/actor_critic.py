@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from rl.errors import ConfigError
-from rl.models.mlp import init_orthogonal
+from rl.models.mlp import column_sums, init_orthogonal
 from rl.registry import models
 
 
@@ -94,6 +95,7 @@ class ActorCritic(nn.Module):
             feat = recurrent_hidden_size
         self.pi_head = pi_head
         self.v_head = nn.Linear(feat, 1)
+        self._numpy_key, self._numpy = None, None  # numpy views for the analytic path (numpy_params)
         if ortho_init:
             for torso in self.torsos:
                 init_orthogonal(torso, math.sqrt(2))
@@ -135,44 +137,65 @@ class ActorCritic(nn.Module):
         params, value = self._heads(feats)
         return params, value, hidden
 
-    # ------------------------------------------------------------------ analytic gradients (no autograd graph)
+    # ------------------------------------------------------------------ analytic gradients (CPU, numpy, no autograd)
     @property
     def analytic(self) -> bool:
         """True when `forward_cached`/`backward` can replace autograd: feed-forward MLP torsos with an activation
-        whose derivative is known. On these small networks autograd's graph bookkeeping costs about as much as the
-        arithmetic; the closed-form backward is a fixed list of matrix products."""
-        return not self.recurrent and all(getattr(t, "act_grad", None) is not None for t in self.torsos)
+        whose derivative is known. On these small networks torch's per-op dispatch and autograd's graph bookkeeping
+        cost more than the arithmetic; the closed-form pass is a fixed list of numpy operations on views of the
+        parameters (CPU only)."""
+        return not self.recurrent and all(getattr(t, "numpy_act_grad", None) is not None for t in self.torsos)
 
-    @torch.no_grad()
-    def forward_cached(self, obs: torch.Tensor):
-        """(policy parameters, values, cache for `backward`), computed without an autograd graph."""
-        feats, caches = zip(*(torso.forward_cached(obs) for torso in self.torsos))
-        params, value = self._heads(list(feats))
-        return params, value, (feats, caches)
+    def numpy_params(self):
+        """numpy views of the parameters and their gradients: (per torso `MLP.numpy_layers()`, policy head
+        (weight, bias, grads), (log_std, its grad) or None, value head (weight, bias, grads)). Cached; rebuilt if
+        the parameters' storage moved."""
+        v = self.v_head
+        if v.weight.grad is None:
+            raise RuntimeError("the analytic path writes into .grad: build the optimizer (FlatAdam) first")
+        key = (v.weight.data_ptr(), v.weight.grad.data_ptr())
+        if self._numpy_key != key:
+            head = self.pi_head.out
+            log_std = getattr(self.pi_head, "log_std", None)
+            self._numpy = (
+                [torso.numpy_layers() for torso in self.torsos],
+                tuple(t.detach().numpy() for t in (head.weight, head.bias, head.weight.grad, head.bias.grad)),
+                None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy()),
+                tuple(t.detach().numpy() for t in (v.weight, v.bias, v.weight.grad, v.bias.grad)))
+            self._numpy_key = key
+        return self._numpy
 
-    @torch.no_grad()
-    def backward(self, cache, grad_params, grad_values: torch.Tensor) -> None:
-        """Fill every parameter's `.grad` from d loss / d policy parameters (logits, or (mean, log_std)) and
-        d loss / d values."""
+    def forward_cached(self, obs: np.ndarray):
+        """(policy parameters, values, cache for `backward`) as numpy arrays, from numpy observations [B, ...]."""
+        torsos, (w_pi, b_pi, _, _), log_std, (w_v, b_v, _, _) = self.numpy_params()
+        feats, caches = zip(*(t.forward_numpy(layers, obs) for t, layers in zip(self.torsos, torsos)))
+        out = feats[0] @ w_pi.T
+        out += b_pi
+        values = feats[-1] @ w_v[0]
+        values += b_v[0]
+        return (out if log_std is None else (out, log_std[0])), values, (feats, caches)
+
+    def backward(self, cache, grad_params, grad_values: np.ndarray) -> None:
+        """Write every parameter's gradient from d loss / d policy parameters (logits, or (mean, log_std)) and
+        d loss / d values (numpy arrays)."""
+        torsos, (w_pi, _, gw_pi, gb_pi), log_std, (w_v, _, gw_v, gb_v) = self.numpy_params()
         feats, caches = cache
-        head = self.pi_head
-        if isinstance(head, GaussianHead):
+        grad_out = grad_params
+        if log_std is not None:
             grad_out, grad_log_std = grad_params
-            head.log_std.grad.copy_(grad_log_std)
-        else:
-            grad_out = grad_params
-        torch.mm(grad_out.t(), feats[0], out=head.out.weight.grad)
-        torch.sum(grad_out, 0, out=head.out.bias.grad)
-        g_v = grad_values.unsqueeze(1)
-        torch.mm(g_v.t(), feats[-1], out=self.v_head.weight.grad)
-        torch.sum(g_v, 0, out=self.v_head.bias.grad)
-        grad_pi_feat = grad_out.mm(head.out.weight)
-        grad_v_feat = g_v * self.v_head.weight
+            log_std[1][:] = grad_log_std
+        np.matmul(grad_out.T, feats[0], out=gw_pi)
+        column_sums(grad_out, out=gb_pi)
+        np.matmul(grad_values, feats[-1], out=gw_v[0])
+        gb_v[0] = grad_values.sum()
+        grad_pi_feat = grad_out @ w_pi
+        grad_v_feat = np.outer(grad_values, w_v[0])
         if len(self.torsos) == 1:
-            self.torsos[0].backward(caches[0], grad_pi_feat + grad_v_feat)
+            grad_pi_feat += grad_v_feat
+            self.torsos[0].backward_numpy(torsos[0], caches[0], grad_pi_feat)
         else:
-            self.torsos[0].backward(caches[0], grad_pi_feat)
-            self.torsos[1].backward(caches[1], grad_v_feat)
+            self.torsos[0].backward_numpy(torsos[0], caches[0], grad_pi_feat)
+            self.torsos[1].backward_numpy(torsos[1], caches[1], grad_v_feat)
 
     def forward_sequence(self, obs: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor):
         """Replay sequences obs [T, n, ...] from `hidden` [n, streams, H], zeroing the state where `starts` [T, n]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -14,9 +15,47 @@ from rl.registry import models
 
 # functions, not nn.Modules: a module call costs microseconds of overhead, several per forward pass of a small network
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": F.elu, "gelu": F.gelu, "silu": F.silu}
-# d act / d pre-activation from the activation's output y, for the analytic backward pass: (grad, y) -> grad
-ACTIVATION_GRADS = {"relu": lambda g, y: torch.ops.aten.threshold_backward(g, y, 0.0),
-                    "tanh": torch.ops.aten.tanh_backward}
+
+
+def _tanh_(z: np.ndarray) -> np.ndarray:
+    """tanh in place. On a training batch, as 2 / (1 + exp(-2z)) - 1: numpy's float32 exp is vectorised and its
+    tanh is not (measured here on 256 x 64: 32 us against 47 us; torch's tanh takes 60 us). On an acting batch the
+    six ops cost more than np.tanh's arithmetic."""
+    if z.size < 2048:
+        return np.tanh(z, out=z)
+    np.clip(z, -15.0, 15.0, out=z)  # so exp cannot overflow; tanh(15) is 1 in float32
+    np.multiply(z, -2.0, out=z)
+    np.exp(z, out=z)
+    z += 1.0
+    np.divide(2.0, z, out=z)
+    z -= 1.0
+    return z
+
+
+def column_sums(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """x.sum(0) as a product with a ones vector: 2 us against 7.5 us for numpy's reduction on 256 x 64."""
+    return np.matmul(_ones(len(x)), x, out=out)
+
+
+@functools.lru_cache(maxsize=8)
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, np.float32)
+
+
+def _tanh_grad_(g: np.ndarray, y: np.ndarray) -> np.ndarray:
+    g *= 1.0 - y * y
+    return g
+
+
+def _relu_grad_(g: np.ndarray, y: np.ndarray) -> np.ndarray:
+    g *= y > 0
+    return g
+
+
+# the analytic (numpy) path: activation in place on a fresh pre-activation, and its derivative from the output y,
+# (grad, y) -> grad, also in place
+NUMPY_ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0.0, out=z), "tanh": _tanh_}
+NUMPY_ACTIVATION_GRADS = {"relu": _relu_grad_, "tanh": _tanh_grad_}
 
 
 def activation(name: str):
@@ -42,7 +81,8 @@ class MLP(nn.Module):
         sizes = [in_dim, *hidden_sizes]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
         self.act = activation(act)
-        self.act_grad = ACTIVATION_GRADS.get(act)  # None: only autograd can differentiate this torso
+        # None: only autograd can differentiate this torso
+        self.numpy_act, self.numpy_act_grad = NUMPY_ACTIVATIONS.get(act), NUMPY_ACTIVATION_GRADS.get(act)
         self.out_dim = sizes[-1]
 
     @classmethod
@@ -55,24 +95,29 @@ class MLP(nn.Module):
             x = self.act(F.linear(x, layer.weight, layer.bias))
         return x
 
-    # ------------------------------------------------------------------ analytic gradients (no autograd graph)
-    @torch.no_grad()
-    def forward_cached(self, obs: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The features and every layer's input, which `backward` needs."""
-        xs = [obs.flatten(1).float()]
-        for layer in self.layers:
-            xs.append(self.act(torch.addmm(layer.bias, xs[-1], layer.weight.t())))
+    # ------------------------------------------------------------------ analytic gradients (CPU, numpy)
+    def numpy_layers(self) -> list[tuple[np.ndarray, ...]]:
+        """Each layer's (weight, bias, weight.grad, bias.grad) as numpy arrays sharing the tensors' memory (CPU
+        tensors with `.grad` set, e.g. by FlatAdam): the analytic path reads and writes the parameters through them."""
+        return [tuple(t.detach().numpy() for t in (lay.weight, lay.bias, lay.weight.grad, lay.bias.grad))
+                for lay in self.layers]
+
+    def forward_numpy(self, layers, obs: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The features and every layer's input, which `backward_numpy` needs, from `numpy_layers()`."""
+        xs = [obs.reshape(len(obs), -1).astype(np.float32, copy=False)]
+        for weight, bias, _, _ in layers:
+            z = xs[-1] @ weight.T
+            z += bias
+            xs.append(self.numpy_act(z))
         return xs[-1], xs
 
-    @torch.no_grad()
-    def backward(self, xs: list[torch.Tensor], grad_out: torch.Tensor) -> None:
-        """Write d loss / d parameters into each parameter's `.grad` (views of the optimizer's flat buffer) from
-        d loss / d features: per layer, one activation derivative and two or three matrix products."""
-        grad = grad_out
-        for i in range(len(self.layers) - 1, -1, -1):
-            layer = self.layers[i]
-            grad = self.act_grad(grad, xs[i + 1])  # d loss / d pre-activation
-            torch.mm(grad.t(), xs[i], out=layer.weight.grad)
-            torch.sum(grad, 0, out=layer.bias.grad)
+    def backward_numpy(self, layers, xs: list[np.ndarray], grad: np.ndarray) -> None:
+        """Write d loss / d parameters into each parameter's gradient from d loss / d features (`grad`, consumed):
+        per layer, one activation derivative and two or three matrix products."""
+        for i in range(len(layers) - 1, -1, -1):
+            weight, _, grad_weight, grad_bias = layers[i]
+            grad = self.numpy_act_grad(grad, xs[i + 1])  # d loss / d pre-activation
+            np.matmul(grad.T, xs[i], out=grad_weight)
+            column_sums(grad, out=grad_bias)
             if i:
-                grad = grad.mm(layer.weight)
+                grad = grad @ weight

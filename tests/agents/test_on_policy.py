@@ -325,16 +325,37 @@ def test_analytic_gradients_equal_autograd(name, overrides):
     loss.backward()
     expected = agent.optimizer.grad.clone()
 
-    params, values, cache = agent.model.forward_cached(batch.obs)
-    log_probs = agent.policy.log_prob(params, batch.actions)
-    _, info = agent.loss_fn(log_probs, None, values, batch, diagnostics=False, **coefs)
+    info, backward = agent._analytic_loss(batch, coefs, want_info=True)
     agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
-    agent.model.backward(cache, agent.policy.backward(params, batch.actions, info["grad_log_probs"], hp.ent_coef),
-                         info["grad_values"])
+    backward()
     torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
+    assert set(info) >= {"losses/policy_loss", "losses/value_loss", "losses/approx_kl", "losses/entropy"}
+    torch.testing.assert_close(info["losses/policy_loss"] + hp.vf_coef * info["losses/value_loss"],
+                               loss.detach() + hp.ent_coef * entropy.detach().mean())
 
 
 def test_analytic_gradients_need_a_known_activation_and_no_gru():
     assert not make("ppo_cartpole", "activation=elu")[2].analytic
     assert not make("ppo_gru_cartpole", "num_envs=2")[2].analytic
     assert not make("ppo_cartpole", "analytic_grads=false")[2].analytic
+
+
+@pytest.mark.parametrize("name", ["ppo_cartpole", "ppo_pendulum"])
+def test_numpy_acting_samples_what_the_torch_policy_samples(name):
+    """The analytic path acts through numpy (forward_cached + sample_numpy): from the same generator state it picks
+    the actions, log-probabilities and values that the torch network and policy give."""
+    hp, env, agent = make(name, "num_envs=4")
+    obs = np.stack([env.single_observation_space.sample() for _ in range(64)]).astype(np.float32)
+    params, values, _ = agent.model.forward_cached(obs)
+    state = agent.policy.generator.get_state()
+    step = agent.policy.sample_numpy(params)
+    agent.policy.generator.set_state(state)
+    with torch.no_grad():
+        t_params, t_values, _ = agent.model(torch.from_numpy(obs))
+        expected = agent.policy(t_params)
+    np.testing.assert_allclose(values, t_values.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(step.actions, expected.actions.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(step.env_actions, expected.env_actions, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(step.log_probs, expected.log_probs.numpy(), rtol=1e-5, atol=1e-5)
+    if name == "ppo_cartpole":
+        assert len(set(step.actions.tolist())) == 2  # both actions occur: the comparison is not vacuous
