@@ -10,6 +10,7 @@ torch.optim.Adam pays per-parameter bookkeeping and wrappers, and torch.optim's 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -43,11 +44,17 @@ class FlatAdam:
     def zero_grad(self) -> None:
         self.grad.zero_()
 
-    def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
-        """Scale the gradient to global L2 norm at most `max_norm` (torch.nn.utils.clip_grad_norm_'s rule)."""
-        norm = torch.linalg.vector_norm(self.grad)
-        self.grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
-        return norm
+    def clip_grad_norm(self, max_norm: float, numpy: bool = False) -> None:
+        """Scale the gradient to global L2 norm at most `max_norm` (torch.nn.utils.clip_grad_norm_'s rule).
+        numpy=True (CPU): through a numpy view, one dot product and one scale without torch's per-op dispatch (a
+        third of the time for a PPO-sized network); equal up to float rounding."""
+        if numpy:
+            grad = self.grad.numpy()
+            norm = float(np.sqrt(np.dot(grad, grad)))
+            grad *= min(1.0, max_norm / (norm + 1e-6))
+        else:
+            norm = torch.linalg.vector_norm(self.grad)
+            self.grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
 
     def step(self) -> None:
         """One Adam step in a single pass over the buffer: aten's fused Adam kernel (what torch.optim.Adam(fused=True)

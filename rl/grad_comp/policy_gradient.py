@@ -11,7 +11,8 @@ closed forms (PPO: d/dlogp of -min(rA, clip(r)A) is -rA where the unclipped term
 returned loss has the true value and the true gradient but reaches the network through one dot product per input
 (`linearised`) instead of a dozen autograd nodes: on small networks the backward pass costs per node, not per flop.
 The diagnostics also carry those two gradients (`grad_log_probs`, `grad_values`), so an agent whose network has an
-analytic backward pass can skip autograd altogether.
+analytic backward pass can skip autograd altogether; such an agent (numpy on the CPU) calls each loss's
+`grads_numpy` on the steps where it wants no diagnostics: the same two gradients, in numpy.
 tests/grad_comp/test_policy_gradient.py checks values and gradients against the plain autograd formulas.
 
 Diagnostics, namespaced for the logger: policy/value/entropy losses, approx_kl (Schulman's (r - 1) - log r),
@@ -20,6 +21,7 @@ clip_fraction and the explained variance of the rollout's values. `diagnostics=F
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from rl.memory.rollout import RolloutBatch
@@ -121,3 +123,45 @@ def ppo_clip(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torc
         extra = {"losses/clip_fraction": ((ratio - 1.0).abs() > clip_range).float().mean()} if diagnostics else None
     return _combine(policy_loss, grad_log_probs, log_probs, values, entropy, batch, ent_coef, vf_coef, clip_range_vf,
                     diagnostics, log_ratio, extra)
+
+
+# ---------------------------------------------------------------------------------------------------- numpy gradients
+# (d loss / d log_probs, d loss / d values) alone, for the agents' analytic path on steps without diagnostics; `batch`
+# holds numpy arrays. The same formulas as above (tests/grad_comp/test_policy_gradient.py compares them).
+def _advantages_numpy(batch: RolloutBatch, normalize: bool) -> np.ndarray:
+    adv = batch.advantages
+    if normalize and adv.size > 1:
+        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)
+    return adv
+
+
+def _value_grad_numpy(values: np.ndarray, batch: RolloutBatch, clip_range_vf: float, vf_coef: float) -> np.ndarray:
+    scale = 2.0 * vf_coef / values.size
+    err = values - batch.returns
+    if clip_range_vf <= 0:
+        return err * scale
+    delta = values - batch.old_values
+    clipped_err = batch.old_values + np.clip(delta, -clip_range_vf, clip_range_vf) - batch.returns
+    use_clipped = clipped_err * clipped_err > err * err
+    return np.where(use_clipped, clipped_err * (np.abs(delta) <= clip_range_vf), err) * scale
+
+
+def pg_grads_numpy(log_probs: np.ndarray, values: np.ndarray, batch: RolloutBatch, *, clip_range_vf: float = 0.0,
+                   vf_coef: float = 0.5, normalize_advantage: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
+    adv = _advantages_numpy(batch, normalize_advantage)
+    return adv * (-1.0 / adv.size), _value_grad_numpy(values, batch, clip_range_vf, vf_coef)
+
+
+def ppo_clip_grads_numpy(log_probs: np.ndarray, values: np.ndarray, batch: RolloutBatch, *, clip_range: float = 0.2,
+                         clip_range_vf: float = 0.0, vf_coef: float = 0.5, normalize_advantage: bool = True,
+                         **_) -> tuple[np.ndarray, np.ndarray]:
+    adv = _advantages_numpy(batch, normalize_advantage)
+    ratio = np.exp(log_probs - batch.old_log_probs)
+    surr = adv * ratio
+    clipped = adv * np.clip(ratio, 1.0 - clip_range, 1.0 + clip_range)
+    grad_log_probs = np.where(surr <= clipped, surr * (-1.0 / adv.size), 0.0).astype(np.float32, copy=False)
+    return grad_log_probs, _value_grad_numpy(values, batch, clip_range_vf, vf_coef)
+
+
+pg.grads_numpy = pg_grads_numpy  # also a2c's: the same function object
+ppo_clip.grads_numpy = ppo_clip_grads_numpy

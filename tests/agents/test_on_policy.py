@@ -142,11 +142,12 @@ def test_flat_adam_matches_torch_adam_with_clipping():
     net_b.load_state_dict(net_a.state_dict())
     flat = FlatAdam(net_a, lr=1e-2, eps=1e-5)
     ref = torch.optim.Adam(net_b.parameters(), lr=1e-2, eps=1e-5)
-    for step in range(5):
+    for step in range(6):
         x = torch.randn(16, 3)
         flat.zero_grad()
         (net_a(x) ** 2).sum().backward()
-        flat.clip_grad_norm(0.5)
+        assert flat.grad.norm() > 0.5  # the clip acts
+        flat.clip_grad_norm(0.5, numpy=step % 2 == 1)  # torch's norm and scale, and numpy's
         flat.step()
         ref.zero_grad()
         (net_b(x) ** 2).sum().backward()
@@ -325,10 +326,11 @@ def test_analytic_gradients_equal_autograd(name, overrides):
     loss.backward()
     expected = agent.optimizer.grad.clone()
 
-    info, backward = agent._analytic_loss(batch, coefs, want_info=True)
-    agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
-    backward()
-    torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
+    for want_info in (False, True):  # the numpy loss gradients, and the torch loss's (with diagnostics)
+        info, backward = agent._analytic_loss(batch, coefs, want_info=want_info)
+        agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
+        backward()
+        torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
     assert set(info) >= {"losses/policy_loss", "losses/value_loss", "losses/approx_kl", "losses/entropy"}
     torch.testing.assert_close(info["losses/policy_loss"] + hp.vf_coef * info["losses/value_loss"],
                                loss.detach() + hp.ent_coef * entropy.detach().mean())

@@ -1,6 +1,7 @@
 """pg / a2c / ppo_clip on hand-made tensors: hand-computed values, and values and gradients equal to the plain
 autograd formulas (the losses hand their gradient to autograd in closed form; these tests pin it down)."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,3 +136,23 @@ def test_explained_variance():
     assert explained_variance(target, target).item() == pytest.approx(1.0)
     assert explained_variance(torch.full((4,), 2.5), target).item() == pytest.approx(0.0)
     assert explained_variance(target + 1.0, target).item() == pytest.approx(1.0)  # a constant offset is not variance
+
+
+@pytest.mark.parametrize("name", ["pg", "a2c", "ppo_clip"])
+@pytest.mark.parametrize("clip_range_vf, normalize", [(0.0, False), (0.1, True)])
+def test_numpy_gradients_equal_the_torch_losses(name, clip_range_vf, normalize):
+    """`grads_numpy` (the analytic path's steps without diagnostics) gives the torch loss's closed-form gradients."""
+    g = torch.Generator().manual_seed(3)
+    n = 64
+    b = RolloutBatch(torch.zeros(n, 1), torch.zeros(n), -torch.rand(n, generator=g), torch.randn(n, generator=g),
+                     torch.randn(n, generator=g), torch.randn(n, generator=g))
+    log_probs = b.old_log_probs + 0.3 * torch.randn(n, generator=g)  # ratios inside and outside the clip range
+    values = b.old_values + 0.2 * torch.randn(n, generator=g)  # value changes inside and outside clip_range_vf
+    coefs = {**COEFS, "clip_range_vf": clip_range_vf, "normalize_advantage": normalize}
+    _, info = grad_comp[name](log_probs, None, values, b, diagnostics=False, **coefs)
+    b_np = RolloutBatch(*(x.numpy() for x in b[:6]))
+    grad_log_probs, grad_values = grad_comp[name].grads_numpy(log_probs.numpy(), values.numpy(), b_np, **coefs)
+    assert grad_log_probs.dtype == grad_values.dtype == np.float32
+    np.testing.assert_allclose(grad_log_probs, info["grad_log_probs"].numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(grad_values, info["grad_values"].numpy(), rtol=1e-5, atol=1e-7)
+    assert (grad_log_probs == 0).any() == (name == "ppo_clip")  # clipped samples carry no policy gradient
