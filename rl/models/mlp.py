@@ -23,7 +23,7 @@ def _tanh_(z: np.ndarray) -> np.ndarray:
     six ops cost more than np.tanh's arithmetic."""
     if z.size < 2048:
         return np.tanh(z, out=z)
-    np.clip(z, -15.0, 15.0, out=z)  # so exp cannot overflow; tanh(15) is 1 in float32
+    np.maximum(z, -15.0, out=z)  # so exp(-2z) cannot overflow; tanh(-15) is -1 in float32
     np.multiply(z, -2.0, out=z)
     np.exp(z, out=z)
     z += 1.0
