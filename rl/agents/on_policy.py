@@ -62,6 +62,7 @@ class OnPolicyAgent(Agent):
         self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
         self.grad_steps = self.updates = 0
         self._cache: tuple | None = None
+        self._numpy_batch: tuple = (None, None)  # (minibatch, its numpy views) for the analytic path
 
     # ------------------------------------------------------------------ acting
     def _input(self, obs: np.ndarray, update_stats: bool = False) -> torch.Tensor:
@@ -131,9 +132,12 @@ class OnPolicyAgent(Agent):
         hp, mem = self.hp, self.memory
         lr, clip = self._schedule()
         self.optimizer.lr = lr
-        with torch.inference_mode():  # V(real_next_obs) of every stored step, in one forward pass
-            next_hidden = mem.next_hidden.flatten(0, 1).to(self.device) if self.recurrent else None
-            _, next_values, _ = self.model(mem.next_obs.flatten(0, 1).to(self.device), next_hidden)
+        if self.analytic:  # V(real_next_obs) of every stored step, in one forward pass
+            next_values = torch.from_numpy(self.model.forward_cached(mem.next_obs.flatten(0, 1).numpy())[1])
+        else:
+            with torch.inference_mode():
+                next_hidden = mem.next_hidden.flatten(0, 1).to(self.device) if self.recurrent else None
+                _, next_values, _ = self.model(mem.next_obs.flatten(0, 1).to(self.device), next_hidden)
         mem.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
         batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
         coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
@@ -175,7 +179,10 @@ class OnPolicyAgent(Agent):
         `grads_numpy`, or the torch loss where diagnostics are wanted), then the policy's and the network's
         closed-form backward into the optimizer's flat gradient. The same gradient as autograd's
         (tests/agents/test_on_policy.py), in about half the time on these small networks."""
-        batch_np = batch._replace(**{k: v.numpy() for k, v in batch._asdict().items() if v is not None})
+        if self._numpy_batch[0] is not batch:  # a rollout in one minibatch is converted once per update
+            self._numpy_batch = (batch, batch._replace(**{k: v.numpy() for k, v in batch._asdict().items()
+                                                          if v is not None}))
+        batch_np = self._numpy_batch[1]
         params, values, cache = self.model.forward_cached(batch_np.obs)
         log_probs = self.policy.log_prob_numpy(params, batch_np.actions)
         if want_info:
