@@ -69,14 +69,14 @@ def compare_with_sb3(hparams_set: str, sb3_script: str, title: str, seeds: list[
             ev = json.loads((out / "eval.json").read_text())
             rows.append({"impl": "rl", "seed": seed, "wall_s": ours["wall_s"], "train_s": ev["wall_time_s"],
                          "steps_per_s": steps / ours["wall_s"], "peak_mib": ours["peak_rss_mib"],
-                         "eval_return": ev["mean_return"]})
+                         "eval_return": ev["mean_return"], "best_eval": best_evaluation(out / "progress.csv")})
             if not skip_peer:
                 sb3 = run_process([py, "-c", sb3_script, *peer_prefix, str(seed), str(steps), str(episodes),
                                    *peer_suffix])
                 res = last_json_line(sb3["stdout"])
                 rows.append({"impl": "sb3", "seed": seed, "wall_s": sb3["wall_s"], "train_s": res["train_s"],
                              "steps_per_s": steps / sb3["wall_s"], "peak_mib": sb3["peak_rss_mib"],
-                             "eval_return": res["mean_return"]})
+                             "eval_return": res["mean_return"], "best_eval": None})
             print_table(rows[-2:], list(rows[0]))
     print(f"\n{title}, {steps} steps, whole processes")
     print_table(rows, list(rows[0]))
@@ -86,13 +86,24 @@ def compare_with_sb3(hparams_set: str, sb3_script: str, title: str, seeds: list[
         if group:
             print(f"{name}: mean wall {np.mean([r['wall_s'] for r in group]):.1f} s, "
                   f"{np.mean([r['steps_per_s'] for r in group]):.0f} steps/s, "
-                  f"evals {[round(r['eval_return']) for r in group]}")
+                  f"final evals {[round(r['eval_return']) for r in group]}"
+                  + (f", best periodic evals {[round(r['best_eval']) for r in group]}" if name == "rl " else ""))
     if peer:
         print(f"speed ratio (sb3 wall / rl wall): "
               f"{np.mean([r['wall_s'] for r in peer]) / np.mean([r['wall_s'] for r in ours]):.2f}x")
         print(f"training-time ratio (sb3 train_s / rl train_s): "
               f"{np.mean([r['train_s'] for r in peer]) / np.mean([r['train_s'] for r in ours]):.2f}x")
     return rows
+
+
+def best_evaluation(progress_csv: Path) -> float:
+    """The best greedy evaluation of a run (its periodic ones, every `eval_interval` steps, and the final one), from
+    progress.csv. The peer runs without periodic evaluations (they would cost it time), so it has only its final
+    one."""
+    import csv
+
+    with progress_csv.open() as f:
+        return max(float(row["eval_return_mean"]) for row in csv.DictReader(f) if row.get("eval_return_mean"))
 
 
 def benchmark_parser(description: str, steps: int | None, episodes: int | None = 10) -> argparse.ArgumentParser:

@@ -7,6 +7,10 @@ log-probabilities and entropies the losses need (Williams 1992; Schulman et al. 
   `deterministic_gaussian`: the mean, bounded the same way.
 The stored action is always u, so log-probabilities are those of the Gaussian: for tanh squashing the Jacobian term
 is the same in both halves of PPO's ratio and cancels. Sampling uses a seeded torch.Generator, checkpointed.
+
+The on-policy agents' analytic path (numpy on the CPU, see rl/agents/on_policy.py) uses numpy twins of the policies:
+`sample_numpy` (the same draws from the same generator), `log_prob_numpy`, and the closed-form `backward` that maps
+d loss / d log pi to d loss / d (policy parameters).
 """
 
 from __future__ import annotations
