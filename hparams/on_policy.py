@@ -35,8 +35,6 @@ def on_policy() -> HParams:
     d("recurrent", False, "add a GRU after the torso; its hidden state resets at episode starts")
     d("recurrent_hidden_size", 64, "GRU hidden size (with recurrent=True)")
     d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)")
-    d("analytic_grads", True, "feed-forward MLP networks (relu/tanh) on the CPU act and backpropagate in numpy, in "
-      "closed form (the same gradient as autograd's, with less overhead); False: torch and autograd")
     d("normalize_obs", False, "standardise observations by running statistics (checkpointed)")
     d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
     d("clip_obs", 10.0, "normalised observations are clipped to +-this")

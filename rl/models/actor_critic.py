@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rl.errors import ConfigError
-from rl.models.mlp import column_sums, init_orthogonal
+from rl.models.mlp import init_orthogonal, linear_backward_numpy, linear_forward_numpy, linear_views
 from rl.registry import models
 
 
@@ -147,49 +147,36 @@ class ActorCritic(nn.Module):
         return not self.recurrent and all(getattr(t, "numpy_act_grad", None) is not None for t in self.torsos)
 
     def numpy_params(self):
-        """numpy views of the parameters and their gradients: (per torso `MLP.numpy_layers()`, policy head
-        (weight, bias, grads), (log_std, its grad) or None, value head (weight, bias, grads)). Cached; rebuilt if
-        the parameters' storage moved."""
+        """numpy views of the parameters and their gradients: (per torso `MLP.numpy_layers()`, the policy head's and
+        the value head's `linear_views`, (log_std, its grad) or None). Cached; rebuilt if the storage moved."""
         v = self.v_head
-        if v.weight.grad is None:
-            raise RuntimeError("the analytic path writes into .grad: build the optimizer (FlatAdam) first")
-        key = (v.weight.data_ptr(), v.weight.grad.data_ptr())
+        key = (v.weight.data_ptr(), None if v.weight.grad is None else v.weight.grad.data_ptr())
         if self._numpy_key != key:
-            head = self.pi_head.out
             log_std = getattr(self.pi_head, "log_std", None)
-            self._numpy = (
-                [torso.numpy_layers() for torso in self.torsos],
-                tuple(t.detach().numpy() for t in (head.weight, head.bias, head.weight.grad, head.bias.grad)),
-                None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy()),
-                tuple(t.detach().numpy() for t in (v.weight, v.bias, v.weight.grad, v.bias.grad)))
+            self._numpy = ([torso.numpy_layers() for torso in self.torsos], linear_views(self.pi_head.out),
+                           linear_views(v), None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy()))
             self._numpy_key = key
         return self._numpy
 
     def forward_cached(self, obs: np.ndarray):
         """(policy parameters, values, cache for `backward`) as numpy arrays, from numpy observations [B, ...]."""
-        torsos, (w_pi, b_pi, _, _), log_std, (w_v, b_v, _, _) = self.numpy_params()
+        torsos, pi, v, log_std = self.numpy_params()
         feats, caches = zip(*(t.forward_numpy(layers, obs) for t, layers in zip(self.torsos, torsos)))
-        out = feats[0] @ w_pi.T
-        out += b_pi
-        values = feats[-1] @ w_v[0]
-        values += b_v[0]
+        out = linear_forward_numpy(pi, feats[0])
+        values = linear_forward_numpy(v, feats[-1])[:, 0]
         return (out if log_std is None else (out, log_std[0])), values, (feats, caches)
 
     def backward(self, cache, grad_params, grad_values: np.ndarray) -> None:
         """Write every parameter's gradient from d loss / d policy parameters (logits, or (mean, log_std)) and
         d loss / d values (numpy arrays)."""
-        torsos, (w_pi, _, gw_pi, gb_pi), log_std, (w_v, _, gw_v, gb_v) = self.numpy_params()
+        torsos, pi, v, log_std = self.numpy_params()
         feats, caches = cache
         grad_out = grad_params
         if log_std is not None:
             grad_out, grad_log_std = grad_params
             log_std[1][:] = grad_log_std
-        np.matmul(grad_out.T, feats[0], out=gw_pi)
-        column_sums(grad_out, out=gb_pi)
-        np.matmul(grad_values, feats[-1], out=gw_v[0])
-        gb_v[0] = grad_values.sum()
-        grad_pi_feat = grad_out @ w_pi
-        grad_v_feat = np.outer(grad_values, w_v[0])
+        grad_pi_feat = linear_backward_numpy(pi, feats[0], grad_out)
+        grad_v_feat = linear_backward_numpy(v, feats[-1], grad_values[:, None])
         if len(self.torsos) == 1:
             grad_pi_feat += grad_v_feat
             self.torsos[0].backward_numpy(torsos[0], caches[0], grad_pi_feat)

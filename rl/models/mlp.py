@@ -32,6 +32,29 @@ def _tanh_(z: np.ndarray) -> np.ndarray:
     return z
 
 
+def linear_views(layer: nn.Linear) -> tuple[np.ndarray, ...]:
+    """(weight, bias, weight.grad, bias.grad) of a Linear layer as numpy arrays sharing the tensors' memory."""
+    if layer.weight.grad is None:
+        raise RuntimeError("the analytic path writes into .grad: build the optimizer (FlatAdam) first")
+    return tuple(t.detach().numpy() for t in (layer.weight, layer.bias, layer.weight.grad, layer.bias.grad))
+
+
+def linear_forward_numpy(views: tuple[np.ndarray, ...], x: np.ndarray) -> np.ndarray:
+    out = x @ views[0].T
+    out += views[1]
+    return out
+
+
+def linear_backward_numpy(views: tuple[np.ndarray, ...], x: np.ndarray, grad: np.ndarray,
+                          input_grad: bool = True) -> np.ndarray | None:
+    """Write the layer's weight and bias gradients from d loss / d output (`grad`, [B, out]) and its input x; return
+    d loss / d input (or None)."""
+    weight, _, grad_weight, grad_bias = views
+    np.matmul(grad.T, x, out=grad_weight)
+    column_sums(grad, out=grad_bias)
+    return grad @ weight if input_grad else None
+
+
 def column_sums(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """x.sum(0) as a product with a ones vector: 2 us against 7.5 us for numpy's reduction on 256 x 64."""
     return np.matmul(_ones(len(x)), x, out=out)
@@ -97,27 +120,20 @@ class MLP(nn.Module):
 
     # ------------------------------------------------------------------ analytic gradients (CPU, numpy)
     def numpy_layers(self) -> list[tuple[np.ndarray, ...]]:
-        """Each layer's (weight, bias, weight.grad, bias.grad) as numpy arrays sharing the tensors' memory (CPU
-        tensors with `.grad` set, e.g. by FlatAdam): the analytic path reads and writes the parameters through them."""
-        return [tuple(t.detach().numpy() for t in (lay.weight, lay.bias, lay.weight.grad, lay.bias.grad))
-                for lay in self.layers]
+        """Each layer's `linear_views` (CPU tensors with `.grad` set, e.g. by FlatAdam): the analytic path reads and
+        writes the parameters through them."""
+        return [linear_views(layer) for layer in self.layers]
 
     def forward_numpy(self, layers, obs: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """The features and every layer's input, which `backward_numpy` needs, from `numpy_layers()`."""
         xs = [obs.reshape(len(obs), -1).astype(np.float32, copy=False)]
-        for weight, bias, _, _ in layers:
-            z = xs[-1] @ weight.T
-            z += bias
-            xs.append(self.numpy_act(z))
+        for views in layers:
+            xs.append(self.numpy_act(linear_forward_numpy(views, xs[-1])))
         return xs[-1], xs
 
     def backward_numpy(self, layers, xs: list[np.ndarray], grad: np.ndarray) -> None:
         """Write d loss / d parameters into each parameter's gradient from d loss / d features (`grad`, consumed):
         per layer, one activation derivative and two or three matrix products."""
         for i in range(len(layers) - 1, -1, -1):
-            weight, _, grad_weight, grad_bias = layers[i]
             grad = self.numpy_act_grad(grad, xs[i + 1])  # d loss / d pre-activation
-            np.matmul(grad.T, xs[i], out=grad_weight)
-            column_sums(grad, out=grad_bias)
-            if i:
-                grad = grad @ weight
+            grad = linear_backward_numpy(layers[i], xs[i], grad, input_grad=i > 0)
