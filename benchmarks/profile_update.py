@@ -40,6 +40,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: %(default)s)")
     p.add_argument("--fill", type=int, default=1000, help="off-policy: env steps stored first (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=30, help="measured updates (default: %(default)s)")
+    p.add_argument("--rows", type=int, default=12, help="profiler table rows (default: %(default)s)")
     args = p.parse_args()
     hp = sets[args.hparams]()
     hp.torch_threads = args.threads
@@ -72,7 +73,7 @@ def main() -> None:
     prepare()
     with profile() as prof:
         run()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=int(__import__("os").environ.get("ROWS", 12))))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
 
 if __name__ == "__main__":
     main()

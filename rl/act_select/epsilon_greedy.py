@@ -9,12 +9,19 @@ import torch
 
 from rl.registry import act_select
 
-QValues = torch.Tensor | Callable[[], torch.Tensor]
+QValues = torch.Tensor | np.ndarray | Callable[[], torch.Tensor | np.ndarray]
 
 
-def _values(q_values: QValues) -> torch.Tensor:
-    """Action values given as a tensor, or as a function that computes them (called only when needed)."""
+def _values(q_values: QValues) -> torch.Tensor | np.ndarray:
+    """Action values given as a tensor or array, or as a function that computes them (called only when needed)."""
     return q_values() if callable(q_values) else q_values
+
+
+def _argmax(q_values: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The first maximal action of each row, as numpy (torch's and numpy's argmax agree on ties)."""
+    if isinstance(q_values, torch.Tensor):
+        return q_values.argmax(dim=-1).cpu().numpy()
+    return q_values.argmax(-1)
 
 
 @act_select.register("greedy")
@@ -29,7 +36,7 @@ class Greedy:
         return cls(hp, num_actions, seed)
 
     def __call__(self, q_values: QValues, step: int = 0, n: int | None = None) -> np.ndarray:
-        return _values(q_values).argmax(dim=-1).cpu().numpy()
+        return _argmax(_values(q_values))
 
     def state_dict(self) -> dict:
         return {}
@@ -70,7 +77,7 @@ class EpsilonGreedy:
         random_actions = self.rng.integers(0, self.num_actions, k) if k else None
         if k == n:
             return random_actions
-        actions = _values(q_values).argmax(dim=-1).cpu().numpy()
+        actions = _argmax(_values(q_values))
         if k:
             actions[explore] = random_actions
         return actions

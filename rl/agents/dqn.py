@@ -50,7 +50,9 @@ class DQN(Agent):
         self._last_target = 0  # env step at which the target was last updated
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        def q_values() -> torch.Tensor:
+        def q_values() -> torch.Tensor | np.ndarray:
+            if self.analytic:  # numpy: about a microsecond per op on an acting batch, against torch's several
+                return self.q.forward_cached(np.asarray(obs, np.float32))[0]
             with torch.inference_mode():
                 return self.q(self.to_tensor(obs))
 

@@ -153,8 +153,9 @@ class ActorCritic(nn.Module):
         key = (v.weight.data_ptr(), None if v.weight.grad is None else v.weight.grad.data_ptr())
         if self._numpy_key != key:
             log_std = getattr(self.pi_head, "log_std", None)
+            log_std_views = None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy())
             self._numpy = ([torso.numpy_layers() for torso in self.torsos], linear_views(self.pi_head.out),
-                           linear_views(v), None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy()))
+                           linear_views(v), log_std_views)
             self._numpy_key = key
         return self._numpy
 
