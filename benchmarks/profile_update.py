@@ -1,11 +1,14 @@
 """Where a gradient step's time goes: time our agent's gradient steps on a set's networks and print torch's profiler
-table (matrix products vs everything else). It backs the README's account of why SAC and PPO are arithmetic-bound.
+table (matrix products vs everything else). It backs the README's account of where the time goes.
 
     .venv/bin/python benchmarks/profile_update.py --hparams sac_pendulum
     .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --threads 2
+    .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --hparam_override analytic_grads=false
 
-Off-policy agents (dqn, ddpg, td3, sac): one `gradient_step` per measurement, on a memory filled with `--fill` env
-steps. On-policy agents: one `update` (all its epochs) per full rollout, reported per gradient step.
+Off-policy agents (ddpg, td3, sac): one `gradient_step` per measurement, on a memory filled with `--fill` env
+steps. DQN: one training phase (`gradient_steps` steps, targets included) after each `train_freq` collected steps.
+On-policy agents: one `update` (all its epochs) per full rollout. Times are per gradient step. The profiler table
+lists torch ops only: on the analytic (numpy) path it shows what is left in torch.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ def main() -> None:
     p.add_argument("--fill", type=int, default=1000, help="off-policy: env steps stored first (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=30, help="measured updates (default: %(default)s)")
     p.add_argument("--rows", type=int, default=12, help="profiler table rows (default: %(default)s)")
+    p.add_argument("--hparam_override", default="", help="as train.py's, e.g. analytic_grads=false")
     args = p.parse_args()
     hp = sets[args.hparams]()
+    if args.hparam_override:
+        hp.parse(args.hparam_override)
     hp.torch_threads = args.threads
     configure_torch(hp)
     seed_everything(hp.seed)
@@ -56,6 +62,13 @@ def main() -> None:
             obs = collect(agent, env, obs, hp.num_steps - agent.memory.pos, update=False)
         run = agent.update
         per_update = hp.epochs * max(1, (hp.num_steps * hp.num_envs) // (hp.batch_size or 10**9))
+    elif hp.agent == "dqn":  # one training phase (gradient_steps steps) after each train_freq collected steps
+        obs = collect(agent, env, obs, max(args.fill, hp.learning_starts + 1), update=False)
+
+        def prepare():
+            nonlocal obs
+            obs = collect(agent, env, obs, hp.train_freq, update=False)
+        run, per_update = agent.update, hp.gradient_steps
     else:
         obs = collect(agent, env, obs, args.fill, update=False)
         prepare, run, per_update = (lambda: None), agent.gradient_step, 1
