@@ -361,3 +361,18 @@ def test_numpy_acting_samples_what_the_torch_policy_samples(name):
     np.testing.assert_allclose(step.log_probs, expected.log_probs.numpy(), rtol=1e-5, atol=1e-5)
     if name == "ppo_cartpole":
         assert len(set(step.actions.tolist())) == 2  # both actions occur: the comparison is not vacuous
+
+
+def test_numpy_views_follow_a_restored_checkpoint():
+    """The analytic path reads the parameters through cached numpy views: after loading another agent's state (a
+    resume) they must show the loaded weights, as the torch network does."""
+    _, env, agent = make("ppo_cartpole", "num_envs=2")
+    _, _, other = make("ppo_cartpole", "num_envs=2", seed=5)
+    obs = np.stack([env.single_observation_space.sample() for _ in range(8)]).astype(np.float32)
+    before = agent.model.forward_cached(obs)[1].copy()  # builds and caches the views
+    agent.load_state_dict(other.state_dict())
+    after = agent.model.forward_cached(obs)[1]
+    with torch.no_grad():
+        expected = other.model(torch.from_numpy(obs))[1].numpy()
+    np.testing.assert_allclose(after, expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(before, after)
