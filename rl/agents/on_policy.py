@@ -36,6 +36,11 @@ def _to_torch(params):
     return torch.from_numpy(params)
 
 
+def _as_numpy(batch):
+    """A minibatch's tensors as numpy arrays sharing their memory (the analytic path's input)."""
+    return batch._replace(**{k: v.numpy() for k, v in batch._asdict().items() if v is not None})
+
+
 def _check_vector_mode(hp) -> None:
     """The rollout stores every env at every step: that needs same-step autoreset (sync, async, auto, or a native
     vector env that resets in the same step, like CartPole's)."""
@@ -68,7 +73,6 @@ class OnPolicyAgent(Agent):
         self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
         self.grad_steps = self.updates = 0
         self._cache: tuple | None = None
-        self._numpy_batch: tuple = (None, None)  # (minibatch, its numpy views) for the analytic path
 
     # ------------------------------------------------------------------ acting
     def _input(self, obs: np.ndarray, update_stats: bool = False) -> torch.Tensor:
@@ -153,16 +157,18 @@ class OnPolicyAgent(Agent):
         if single:
             batches[0] = batches[0]._replace(advantages=normalized_advantages(batches[0], hp.normalize_advantage))
             coefs["normalize_advantage"] = False
+        numpy_batches = [_as_numpy(b) for b in batches] if self.analytic else None
         info: dict = {}
         epochs = 0
         while epochs < hp.epochs and not info.get("stopped"):
             if epochs and not single:
                 batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
+                numpy_batches = [_as_numpy(b) for b in batches] if self.analytic else None
             epochs += 1
             for i, batch in enumerate(batches):
                 want_info = hp.target_kl > 0 or (epochs == hp.epochs and i == len(batches) - 1)
                 if self.analytic:
-                    step_info, backward = self._analytic_loss(batch, coefs, want_info)
+                    step_info, backward = self._analytic_loss(batch, numpy_batches[i], coefs, want_info)
                 else:
                     log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
                     loss, step_info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=want_info, **coefs)
@@ -179,16 +185,13 @@ class OnPolicyAgent(Agent):
         info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
         return info
 
-    def _analytic_loss(self, batch, coefs: dict, want_info: bool):
+    def _analytic_loss(self, batch, batch_np, coefs: dict, want_info: bool):
         """The loss's diagnostics and a function that writes its gradient, without autograd: a numpy forward pass
         over views of the parameters, the loss's closed-form d/dlog pi and d/dV (grad_comp: its numpy
         `grads_numpy`, or the torch loss where diagnostics are wanted), then the policy's and the network's
         closed-form backward into the optimizer's flat gradient. The same gradient as autograd's
-        (tests/agents/test_on_policy.py), in about half the time on these small networks."""
-        if self._numpy_batch[0] is not batch:  # a rollout in one minibatch is converted once per update
-            self._numpy_batch = (batch, batch._replace(**{k: v.numpy() for k, v in batch._asdict().items()
-                                                          if v is not None}))
-        batch_np = self._numpy_batch[1]
+        (tests/agents/test_on_policy.py), in about half the time on these small networks. `batch_np`: the same
+        minibatch as numpy views (`_as_numpy`)."""
         params, values, cache = self.model.forward_cached(batch_np.obs)
         log_probs = self.policy.log_prob_numpy(params, batch_np.actions)
         if want_info:

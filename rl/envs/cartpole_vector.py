@@ -7,7 +7,7 @@ spaces, reset, rendering) and resets finished envs in the step that ends them, r
 
 Its `step` is gymnasium's Euler step, term for term in the same order (so the same floats), updating the state rows
 in place: on 8 envs gymnasium's step spends more time on its action-space check, `np.stack` and the masked next-step
-resets than on the physics (measured here: 45 us against 100 us per step, which is PPO CartPole's second largest cost
+resets than on the physics (measured here: 55 us against 100 us per step, which is PPO CartPole's second largest cost
 after the gradient steps). tests/envs/test_cartpole_vector.py checks it against gymnasium's step, float for float.
 """
 

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rl.errors import ConfigError
-from rl.models.mlp import init_orthogonal, linear_backward_numpy, linear_forward_numpy, linear_views
+from rl.models.mlp import NumpyViews, init_orthogonal, linear_backward_numpy, linear_forward_numpy, linear_views
 from rl.registry import models
 
 
@@ -80,7 +80,7 @@ class StackedGRU(nn.Module):
 
 
 @models.register("actor_critic")
-class ActorCritic(nn.Module):
+class ActorCritic(NumpyViews, nn.Module):
     """Torso stream(s) -> optional GRU -> policy head and value head."""
 
     def __init__(self, torsos: list[nn.Module], pi_head: nn.Module, recurrent_hidden_size: int = 0,
@@ -95,7 +95,6 @@ class ActorCritic(nn.Module):
             feat = recurrent_hidden_size
         self.pi_head = pi_head
         self.v_head = nn.Linear(feat, 1)
-        self._numpy_key, self._numpy = None, None  # numpy views for the analytic path (numpy_params)
         if ortho_init:
             for torso in self.torsos:
                 init_orthogonal(torso, math.sqrt(2))
@@ -146,18 +145,16 @@ class ActorCritic(nn.Module):
         parameters (CPU only)."""
         return not self.recurrent and all(getattr(t, "numpy_act_grad", None) is not None for t in self.torsos)
 
-    def numpy_params(self):
-        """numpy views of the parameters and their gradients: (per torso `MLP.numpy_layers()`, the policy head's and
-        the value head's `linear_views`, (log_std, its grad) or None). Cached; rebuilt if the storage moved."""
-        v = self.v_head
-        key = (v.weight.data_ptr(), None if v.weight.grad is None else v.weight.grad.data_ptr())
-        if self._numpy_key != key:
-            log_std = getattr(self.pi_head, "log_std", None)
-            log_std_views = None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy())
-            self._numpy = ([torso.numpy_layers() for torso in self.torsos], linear_views(self.pi_head.out),
-                           linear_views(v), log_std_views)
-            self._numpy_key = key
-        return self._numpy
+    def _numpy_anchor(self) -> nn.Linear:
+        return self.v_head
+
+    def _build_numpy_views(self):
+        """(per torso `MLP.numpy_layers()`, the policy head's and the value head's `linear_views`, (log_std, its
+        grad) or None), read through `numpy_params()`."""
+        log_std = getattr(self.pi_head, "log_std", None)
+        log_std_views = None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy())
+        return ([torso.numpy_layers() for torso in self.torsos], linear_views(self.pi_head.out),
+                linear_views(self.v_head), log_std_views)
 
     def forward_cached(self, obs: np.ndarray):
         """(policy parameters, values, cache for `backward`) as numpy arrays, from numpy observations [B, ...]."""

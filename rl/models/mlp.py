@@ -39,6 +39,21 @@ def linear_views(layer: nn.Linear) -> tuple[np.ndarray, ...]:
     return tuple(t.detach().numpy() for t in (layer.weight, layer.bias, layer.weight.grad, layer.bias.grad))
 
 
+class NumpyViews:
+    """Mixin for networks with an analytic path: their numpy views, built once by `_build_numpy_views()` and rebuilt
+    only if the parameters' or gradients' storage moved (checked on one Linear layer, `anchor`: FlatAdam moves all
+    of a network's parameters at once)."""
+
+    _numpy_key = _numpy_views = None
+
+    def numpy_params(self):
+        anchor = self._numpy_anchor()
+        key = (anchor.weight.data_ptr(), None if anchor.weight.grad is None else anchor.weight.grad.data_ptr())
+        if self._numpy_key != key:
+            self._numpy_views, self._numpy_key = self._build_numpy_views(), key
+        return self._numpy_views
+
+
 def linear_forward_numpy(views: tuple[np.ndarray, ...], x: np.ndarray) -> np.ndarray:
     out = x @ views[0].T
     out += views[1]

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from rl.errors import ConfigError
-from rl.models.mlp import linear_backward_numpy, linear_forward_numpy, linear_views
+from rl.models.mlp import NumpyViews, linear_backward_numpy, linear_forward_numpy, linear_views
 from rl.models.noisy import NoisyMixin, linear
 from rl.registry import models
 
@@ -51,13 +51,12 @@ def noisy_settings(hp) -> tuple[bool, float]:
 
 
 @models.register("q_network")
-class QNetwork(NoisyMixin, nn.Module):
+class QNetwork(NoisyMixin, NumpyViews, nn.Module):
     """torso (`hp.torso`) + Q or dueling head (`hp.dueling`), noisy with `hp.noisy`."""
 
     def __init__(self, torso: nn.Module, head: nn.Module):
         super().__init__()
         self.torso, self.head = torso, head
-        self._numpy_key, self._numpy = None, None  # numpy views for the analytic path (numpy_params)
 
     @classmethod
     def build(cls, hp, obs_space, action_space) -> QNetwork:
@@ -77,14 +76,12 @@ class QNetwork(NoisyMixin, nn.Module):
         return (getattr(self.torso, "numpy_act_grad", None) is not None and isinstance(self.head, QHead)
                 and type(self.head.out) is nn.Linear)
 
-    def numpy_params(self):
-        """(the torso's `numpy_layers()`, the Q head's `linear_views`): cached, rebuilt if the storage moved."""
-        out = self.head.out
-        key = (out.weight.data_ptr(), None if out.weight.grad is None else out.weight.grad.data_ptr())
-        if self._numpy_key != key:
-            self._numpy = self.torso.numpy_layers(), linear_views(out)
-            self._numpy_key = key
-        return self._numpy
+    def _numpy_anchor(self) -> nn.Linear:
+        return self.head.out
+
+    def _build_numpy_views(self):
+        """(the torso's `numpy_layers()`, the Q head's `linear_views`), read through `numpy_params()`."""
+        return self.torso.numpy_layers(), linear_views(self.head.out)
 
     def forward_cached(self, obs: np.ndarray):
         """(Q values [B, actions], cache for `backward`) as numpy arrays."""

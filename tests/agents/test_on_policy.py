@@ -13,6 +13,7 @@ import torch
 
 from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
+from rl.agents.on_policy import _as_numpy
 from rl.envs import make_env
 from rl.errors import ConfigError
 from rl.registry import act_select
@@ -327,7 +328,7 @@ def test_analytic_gradients_equal_autograd(name, overrides):
     expected = agent.optimizer.grad.clone()
 
     for want_info in (False, True):  # the numpy loss gradients, and the torch loss's (with diagnostics)
-        info, backward = agent._analytic_loss(batch, coefs, want_info=want_info)
+        info, backward = agent._analytic_loss(batch, _as_numpy(batch), coefs, want_info=want_info)
         agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
         backward()
         torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
