@@ -3,12 +3,11 @@ table (matrix products vs everything else). It backs the README's account of whe
 
     .venv/bin/python benchmarks/profile_update.py --hparams sac_pendulum
     .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --threads 2
-    .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --hparam_override analytic_grads=false
+    .venv/bin/python benchmarks/profile_update.py --hparams dqn_cartpole --hparam_override batch_size=32
 
 Off-policy agents (ddpg, td3, sac): one `gradient_step` per measurement, on a memory filled with `--fill` env
 steps. DQN: one training phase (`gradient_steps` steps, targets included) after each `train_freq` collected steps.
-On-policy agents: one `update` (all its epochs) per full rollout. Times are per gradient step. The profiler table
-lists torch ops only: on the analytic (numpy) path it shows what is left in torch.
+On-policy agents: one `update` (all its epochs) per full rollout. Times are per gradient step.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ def main() -> None:
     p.add_argument("--fill", type=int, default=1000, help="off-policy: env steps stored first (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=30, help="measured updates (default: %(default)s)")
     p.add_argument("--rows", type=int, default=12, help="profiler table rows (default: %(default)s)")
-    p.add_argument("--hparam_override", default="", help="as train.py's, e.g. analytic_grads=false")
+    p.add_argument("--hparam_override", default="", help="as train.py's, e.g. batch_size=32")
     args = p.parse_args()
     hp = sets[args.hparams]()
     if args.hparam_override:

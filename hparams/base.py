@@ -41,8 +41,6 @@ def base() -> HParams:
     # system
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
     d("torch_threads", 1, "intra-op threads for torch (small networks are fastest on 1)")
-    d("analytic_grads", True, "on-policy and DQN agents: feed-forward MLP networks (relu/tanh) on the CPU step in "
-      "numpy with closed-form gradients (autograd's gradient, less overhead); False: torch and autograd")
     d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
     return hp
 

@@ -39,10 +39,6 @@ class DQN(Agent):
         if "c51" in hp.grad_comp and not hasattr(self.q, "log_probs"):
             raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network: set model=c51_network")
         self.noisy = bool(getattr(self.q, "noisy", False))
-        # gradient steps in numpy with closed-form gradients (as the on-policy agents): the `td` loss on uniform
-        # replay (its targets computed ahead for a whole phase) and a plain MLP Q network, on the CPU
-        self.analytic = (hp.analytic_grads and self.device.type == "cpu" and getattr(self.q, "analytic", False)
-                         and hasattr(self.loss_fn, "grads_numpy") and not self.noisy)
         self.num_actions = int(action_space.n)
         self.warmup_rng = np.random.default_rng(seed + 2)  # uniform actions before learning_starts, as SB3 takes
         self.grad_steps = 0
@@ -50,9 +46,7 @@ class DQN(Agent):
         self._last_target = 0  # env step at which the target was last updated
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        def q_values() -> torch.Tensor | np.ndarray:
-            if self.analytic:  # numpy: about a microsecond per op on an acting batch, against torch's several
-                return self.q.forward_cached(np.asarray(obs, np.float32))[0]
+        def q_values() -> torch.Tensor:
             with torch.inference_mode():
                 return self.q(self.to_tensor(obs))
 
@@ -90,33 +84,18 @@ class DQN(Agent):
             if self.noisy:
                 self.q.reset_noise()
                 self.target.reset_noise()
-            if self.analytic and target is not None:
-                info = self._analytic_gradient(batch, target, diagnostics)
-            else:
-                ahead = {} if target is None else {"target": target}  # only `td` takes precomputed targets
-                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics, **ahead)
-                self.optimizer.zero_grad()
-                loss.backward()
+            ahead = {} if target is None else {"target": target}  # only `td` takes precomputed targets
+            loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics, **ahead)
+            self.optimizer.zero_grad()
+            loss.backward()
             if hp.max_grad_norm > 0:
-                self.optimizer.clip_grad_norm(hp.max_grad_norm, numpy=self.analytic)
+                self.optimizer.clip_grad_norm(hp.max_grad_norm)
             self.optimizer.step()
             self.grad_steps += 1
             if prioritized:
                 self.memory.update_priorities(batch.indices, info["td_error"])
         info.pop("td_error")
         info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
-        return info
-
-    def _analytic_gradient(self, batch, target: torch.Tensor, diagnostics: bool) -> dict:
-        """Write the `td` loss's gradient without autograd: a numpy forward pass over views of the parameters,
-        d loss / d Q(s, a) in closed form, the network's closed-form backward into the optimizer's flat gradient
-        (the same gradient as autograd's: tests/agents/test_replay_family.py). Returns the loss's diagnostics."""
-        q_all, cache = self.q.forward_cached(batch.obs.numpy())
-        rows, actions = np.arange(len(q_all)), batch.actions.numpy().reshape(-1).astype(np.intp, copy=False)
-        grad_q, info = self.loss_fn.grads_numpy(q_all[rows, actions], target.numpy(), self.hp.loss, diagnostics)
-        grad_all = np.zeros_like(q_all)
-        grad_all[rows, actions] = grad_q
-        self.q.backward(cache, grad_all)
         return info
 
     def _phase(self, batch_size: int, steps: int):

@@ -8,11 +8,9 @@ num_steps x num_envs transitions: it values every real next observation in one f
 backward pass, then runs the epochs. The learning rate and PPO's clip range decay linearly to 0 over
 `train_steps` when asked (PyTorchRL's and rl-baselines3-zoo's `lin_` schedules); `target_kl` stops the epochs early.
 
-Speed (`analytic_grads`, on by default): for feed-forward MLP actor-critics on the CPU, acting and gradient steps run
-in numpy on views of the parameters, with the closed-form backward pass of the loss, the policy and the network
-written into the optimizer's flat gradient (the same gradient as autograd's; tests/agents/test_on_policy.py). On
-networks this small, torch's per-op dispatch (about 4 us an op here) costs more than the arithmetic; numpy's costs
-about 1 us. Recurrent networks, other activations and GPUs use torch and autograd.
+Every gradient step is autograd's gradient of the registered loss (`grad_comp`), whatever it computes: a loss is
+called as `loss_fn(log_probs, entropy, values, batch, diagnostics=..., clip_range=..., clip_range_vf=...,
+ent_coef=..., vf_coef=..., normalize_advantage=...)` and returns (loss, diagnostics).
 """
 
 from __future__ import annotations
@@ -25,20 +23,8 @@ from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer
 from rl.envs import has_same_step_native
 from rl.errors import ConfigError
-from rl.grad_comp.policy_gradient import normalized_advantages
+from rl.grad_comp.policy_gradient import approx_kl, normalized_advantages
 from rl.registry import act_select, agents, grad_comp, memory, models
-
-
-def _to_torch(params):
-    """Policy parameters from the numpy path as tensors sharing their memory: logits, or (mean, log_std)."""
-    if isinstance(params, tuple):
-        return tuple(torch.from_numpy(p) for p in params)
-    return torch.from_numpy(params)
-
-
-def _as_numpy(batch):
-    """A minibatch's tensors as numpy arrays sharing their memory (the analytic path's input)."""
-    return batch._replace(**{k: v.numpy() for k, v in batch._asdict().items() if v is not None})
 
 
 def _check_vector_mode(hp) -> None:
@@ -61,10 +47,6 @@ class OnPolicyAgent(Agent):
         self.greedy = act_select[f"deterministic_{hp.act_select}"].build(hp, action_space)
         self.loss_fn = grad_comp[hp.grad_comp]
         self.recurrent = self.model.hidden_shape is not None
-        # closed-form gradients in numpy where the network and the policy have them (feed-forward MLPs with relu or
-        # tanh, on the CPU); acting then runs the same numpy forward pass
-        self.analytic = (hp.analytic_grads and self.device.type == "cpu" and self.model.analytic
-                         and hasattr(self.policy, "backward") and hasattr(self.loss_fn, "grads_numpy"))
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
         self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None
         self.reward_norm = RewardNormalizer(num_envs, hp.gamma, hp.clip_reward) if hp.normalize_reward else None
@@ -84,13 +66,9 @@ class OnPolicyAgent(Agent):
         if deterministic:
             return self.act_eval(obs, self.hidden)[0]
         x = self._input(obs, update_stats=True)
-        if self.analytic:  # numpy: about a microsecond per op on an acting batch, against torch's several
-            params, values, _ = self.model.forward_cached(x.numpy())
-            step, hidden = self.policy.sample_numpy(params), None
-        else:
-            with torch.inference_mode():
-                params, values, hidden = self.model(x, self.hidden)
-                step = self.policy(params)
+        with torch.inference_mode():
+            params, values, hidden = self.model(x, self.hidden)
+            step = self.policy(params)
         self._cache = (x, step.actions, step.log_probs, values, self.hidden, hidden)
         self.hidden = hidden
         return step.env_actions
@@ -142,12 +120,9 @@ class OnPolicyAgent(Agent):
         hp, mem = self.hp, self.memory
         lr, clip = self._schedule()
         self.optimizer.lr = lr
-        if self.analytic:  # V(real_next_obs) of every stored step, in one forward pass
-            next_values = torch.from_numpy(self.model.forward_cached(mem.next_obs.flatten(0, 1).numpy())[1])
-        else:
-            with torch.inference_mode():
-                next_hidden = mem.next_hidden.flatten(0, 1).to(self.device) if self.recurrent else None
-                _, next_values, _ = self.model(mem.next_obs.flatten(0, 1).to(self.device), next_hidden)
+        with torch.inference_mode():  # V(real_next_obs) of every stored step, in one forward pass
+            next_hidden = mem.next_hidden.flatten(0, 1).to(self.device) if self.recurrent else None
+            _, next_values, _ = self.model(mem.next_obs.flatten(0, 1).to(self.device), next_hidden)
         mem.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
         batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
         coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
@@ -157,27 +132,20 @@ class OnPolicyAgent(Agent):
         if single:
             batches[0] = batches[0]._replace(advantages=normalized_advantages(batches[0], hp.normalize_advantage))
             coefs["normalize_advantage"] = False
-        numpy_batches = [_as_numpy(b) for b in batches] if self.analytic else None
         info: dict = {}
         epochs = 0
         while epochs < hp.epochs and not info.get("stopped"):
             if epochs and not single:
                 batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
-                numpy_batches = [_as_numpy(b) for b in batches] if self.analytic else None
             epochs += 1
             for i, batch in enumerate(batches):
                 want_info = hp.target_kl > 0 or (epochs == hp.epochs and i == len(batches) - 1)
-                if self.analytic:
-                    step_info, backward = self._analytic_loss(batch, numpy_batches[i], coefs, want_info)
-                else:
-                    log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
-                    loss, step_info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=want_info, **coefs)
-                    del step_info["grad_log_probs"], step_info["grad_values"]
-                    backward = loss.backward
-                if hp.target_kl > 0 and step_info["losses/approx_kl"].item() > 1.5 * hp.target_kl:
+                log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
+                loss, step_info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=want_info, **coefs)
+                if hp.target_kl > 0 and approx_kl(log_probs, batch.old_log_probs).item() > 1.5 * hp.target_kl:
                     info = {**step_info, "stopped": True}  # early stop: the policy moved far enough
                     break
-                self._step(backward)
+                self._step(loss)
                 info = step_info or info
         mem.reset()
         self.updates += 1
@@ -185,37 +153,12 @@ class OnPolicyAgent(Agent):
         info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
         return info
 
-    def _analytic_loss(self, batch, batch_np, coefs: dict, want_info: bool):
-        """The loss's diagnostics and a function that writes its gradient, without autograd: a numpy forward pass
-        over views of the parameters, the loss's closed-form d/dlog pi and d/dV (grad_comp: its numpy
-        `grads_numpy`, or the torch loss where diagnostics are wanted), then the policy's and the network's
-        closed-form backward into the optimizer's flat gradient. The same gradient as autograd's
-        (tests/agents/test_on_policy.py), in about half the time on these small networks. `batch_np`: the same
-        minibatch as numpy views (`_as_numpy`)."""
-        params, values, cache = self.model.forward_cached(batch_np.obs)
-        log_probs = self.policy.log_prob_numpy(params, batch_np.actions)
-        if want_info:
-            entropy = self.policy.entropy(_to_torch(params))
-            _, info = self.loss_fn(torch.from_numpy(log_probs), entropy, torch.from_numpy(values), batch,
-                                   diagnostics=True, **coefs)
-            grad_log_probs, grad_values = info.pop("grad_log_probs").numpy(), info.pop("grad_values").numpy()
-        else:
-            info = {}
-            grad_log_probs, grad_values = self.loss_fn.grads_numpy(log_probs, values, batch_np, **coefs)
-
-        def backward():
-            grad_params = self.policy.backward(params, batch_np.actions, grad_log_probs, self.hp.ent_coef)
-            self.model.backward(cache, grad_params, grad_values)
-
-        return info, backward
-
-    def _step(self, backward) -> None:
-        """One optimizer step on the gradient that `backward()` writes (autograd's loss.backward, or the analytic
-        path's, which overwrites every gradient)."""
+    def _step(self, loss: torch.Tensor) -> None:
+        """One optimizer step on autograd's gradient of `loss`, clipped by global norm."""
         self.optimizer.zero_grad()
-        backward()
+        loss.backward()
         if self.hp.max_grad_norm > 0:
-            self.optimizer.clip_grad_norm(self.hp.max_grad_norm, numpy=self.analytic)
+            self.optimizer.clip_grad_norm(self.hp.max_grad_norm)
         self.optimizer.step()
         self.grad_steps += 1
 

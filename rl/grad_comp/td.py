@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -71,27 +70,6 @@ def td(q_net: Net, target_net: Net, batch: Transitions, loss: str = "huber", tar
 
 
 td.targets = td_targets  # the agent batches a phase's targets through this (see DQN.update)
-
-
-def td_grads_numpy(q: np.ndarray, target: np.ndarray, loss: str = "huber", diagnostics: bool = True):
-    """`td`'s loss on numpy arrays for the analytic path (q: Q(s, a) of the taken actions, targets precomputed,
-    uniform weights): (d mean loss / d q, diagnostics as `td` gives them)."""
-    err = q - target
-    if loss == "huber":  # smooth_l1 with beta 1
-        grad = np.clip(err, -1.0, 1.0)
-    elif loss == "mse":
-        grad = 2.0 * err
-    else:
-        raise ConfigError(f"unknown loss {loss!r}: valid: huber, mse")
-    grad *= 1.0 / len(q)
-    if not diagnostics:
-        return grad, {}
-    abs_err = np.abs(err)
-    value = np.where(abs_err < 1.0, 0.5 * err * err, abs_err - 0.5) if loss == "huber" else err * err
-    return grad, {"losses/td_loss": float(value.mean()), "losses/q_values": float(q.mean()), "td_error": -err}
-
-
-td.grads_numpy = td_grads_numpy
 
 
 @grad_comp.register("double_td")

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from rl.errors import ConfigError
-from rl.models.mlp import NumpyViews, init_orthogonal, linear_backward_numpy, linear_forward_numpy, linear_views
+from rl.models.mlp import init_orthogonal
 from rl.registry import models
 
 
@@ -80,7 +79,7 @@ class StackedGRU(nn.Module):
 
 
 @models.register("actor_critic")
-class ActorCritic(NumpyViews, nn.Module):
+class ActorCritic(nn.Module):
     """Torso stream(s) -> optional GRU -> policy head and value head."""
 
     def __init__(self, torsos: list[nn.Module], pi_head: nn.Module, recurrent_hidden_size: int = 0,
@@ -135,52 +134,6 @@ class ActorCritic(NumpyViews, nn.Module):
             feats, hidden = list(h), h.transpose(0, 1)
         params, value = self._heads(feats)
         return params, value, hidden
-
-    # ------------------------------------------------------------------ analytic gradients (CPU, numpy, no autograd)
-    @property
-    def analytic(self) -> bool:
-        """True when `forward_cached`/`backward` can replace autograd: feed-forward MLP torsos with an activation
-        whose derivative is known. On these small networks torch's per-op dispatch and autograd's graph bookkeeping
-        cost more than the arithmetic; the closed-form pass is a fixed list of numpy operations on views of the
-        parameters (CPU only)."""
-        return not self.recurrent and all(getattr(t, "numpy_act_grad", None) is not None for t in self.torsos)
-
-    def _numpy_anchor(self) -> nn.Linear:
-        return self.v_head
-
-    def _build_numpy_views(self):
-        """(per torso `MLP.numpy_layers()`, the policy head's and the value head's `linear_views`, (log_std, its
-        grad) or None), read through `numpy_params()`."""
-        log_std = getattr(self.pi_head, "log_std", None)
-        log_std_views = None if log_std is None else (log_std.detach().numpy(), log_std.grad.numpy())
-        return ([torso.numpy_layers() for torso in self.torsos], linear_views(self.pi_head.out),
-                linear_views(self.v_head), log_std_views)
-
-    def forward_cached(self, obs: np.ndarray):
-        """(policy parameters, values, cache for `backward`) as numpy arrays, from numpy observations [B, ...]."""
-        torsos, pi, v, log_std = self.numpy_params()
-        feats, caches = zip(*(t.forward_numpy(layers, obs) for t, layers in zip(self.torsos, torsos)))
-        out = linear_forward_numpy(pi, feats[0])
-        values = linear_forward_numpy(v, feats[-1])[:, 0]
-        return (out if log_std is None else (out, log_std[0])), values, (feats, caches)
-
-    def backward(self, cache, grad_params, grad_values: np.ndarray) -> None:
-        """Write every parameter's gradient from d loss / d policy parameters (logits, or (mean, log_std)) and
-        d loss / d values (numpy arrays)."""
-        torsos, pi, v, log_std = self.numpy_params()
-        feats, caches = cache
-        grad_out = grad_params
-        if log_std is not None:
-            grad_out, grad_log_std = grad_params
-            log_std[1][:] = grad_log_std
-        grad_pi_feat = linear_backward_numpy(pi, feats[0], grad_out)
-        grad_v_feat = linear_backward_numpy(v, feats[-1], grad_values[:, None])
-        if len(self.torsos) == 1:
-            grad_pi_feat += grad_v_feat
-            self.torsos[0].backward_numpy(torsos[0], caches[0], grad_pi_feat)
-        else:
-            self.torsos[0].backward_numpy(torsos[0], caches[0], grad_pi_feat)
-            self.torsos[1].backward_numpy(torsos[1], caches[1], grad_v_feat)
 
     def forward_sequence(self, obs: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor):
         """Replay sequences obs [T, n, ...] from `hidden` [n, streams, H], zeroing the state where `starts` [T, n]

@@ -3,12 +3,10 @@ noisy linear layers (Fortunato et al. 2018, rl/models/noisy.py) with `noisy=true
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from rl.errors import ConfigError
-from rl.models.mlp import NumpyViews, linear_backward_numpy, linear_forward_numpy, linear_views
 from rl.models.noisy import NoisyMixin, linear
 from rl.registry import models
 
@@ -51,7 +49,7 @@ def noisy_settings(hp) -> tuple[bool, float]:
 
 
 @models.register("q_network")
-class QNetwork(NoisyMixin, NumpyViews, nn.Module):
+class QNetwork(NoisyMixin, nn.Module):
     """torso (`hp.torso`) + Q or dueling head (`hp.dueling`), noisy with `hp.noisy`."""
 
     def __init__(self, torso: nn.Module, head: nn.Module):
@@ -67,30 +65,3 @@ class QNetwork(NoisyMixin, NumpyViews, nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head.forward(self.torso.forward(obs))  # .forward: skips nn.Module call overhead
-
-    # ------------------------------------------------------------------ analytic gradients (CPU, numpy, no autograd)
-    @property
-    def analytic(self) -> bool:
-        """True when `forward_cached`/`backward` can replace autograd: an MLP torso with a known activation
-        derivative and a plain (not dueling, not noisy) Q head. See rl/agents/on_policy.py for why."""
-        return (getattr(self.torso, "numpy_act_grad", None) is not None and isinstance(self.head, QHead)
-                and type(self.head.out) is nn.Linear)
-
-    def _numpy_anchor(self) -> nn.Linear:
-        return self.head.out
-
-    def _build_numpy_views(self):
-        """(the torso's `numpy_layers()`, the Q head's `linear_views`), read through `numpy_params()`."""
-        return self.torso.numpy_layers(), linear_views(self.head.out)
-
-    def forward_cached(self, obs: np.ndarray):
-        """(Q values [B, actions], cache for `backward`) as numpy arrays."""
-        layers, head = self.numpy_params()
-        features, xs = self.torso.forward_numpy(layers, obs)
-        return linear_forward_numpy(head, features), (features, xs)
-
-    def backward(self, cache, grad_q: np.ndarray) -> None:
-        """Write every parameter's gradient from d loss / d Q values [B, actions]."""
-        layers, head = self.numpy_params()
-        features, xs = cache
-        self.torso.backward_numpy(layers, xs, linear_backward_numpy(head, features, grad_q))

@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
-from rl.agents.on_policy import _as_numpy
 from rl.envs import make_env
 from rl.errors import ConfigError
 from rl.registry import act_select
@@ -134,29 +132,6 @@ def test_checkpoint_round_trip_continues_identically(name, overrides):
     assert clone.env_steps == agent.env_steps and clone.grad_steps == agent.grad_steps
     env.close()
     env_b.close()
-
-
-def test_flat_adam_matches_torch_adam_with_clipping():
-    torch.manual_seed(0)
-    net_a = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
-    net_b = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
-    net_b.load_state_dict(net_a.state_dict())
-    flat = FlatAdam(net_a, lr=1e-2, eps=1e-5)
-    ref = torch.optim.Adam(net_b.parameters(), lr=1e-2, eps=1e-5)
-    for step in range(6):
-        x = torch.randn(16, 3)
-        flat.zero_grad()
-        (net_a(x) ** 2).sum().backward()
-        assert flat.grad.norm() > 0.5  # the clip acts
-        flat.clip_grad_norm(0.5, numpy=step % 2 == 1)  # torch's norm and scale, and numpy's
-        flat.step()
-        ref.zero_grad()
-        (net_b(x) ** 2).sum().backward()
-        torch.nn.utils.clip_grad_norm_(net_b.parameters(), 0.5)
-        ref.step()
-        for p, q in zip(net_a.parameters(), net_b.parameters()):
-            assert torch.allclose(p, q, atol=1e-6), step
-    assert len(flat.param) == sum(p.numel() for p in net_a.parameters())
 
 
 def test_running_mean_std_and_normalisers_round_trip():
@@ -295,85 +270,3 @@ def test_stacked_gru_matches_torch_gru_cells():
     out = stacked.cell(stacked.input_gates(x), h)
     for k, cell in enumerate(cells):
         assert torch.allclose(out[k], cell(x[k], h[k]), atol=1e-6)
-
-
-# ---------------------------------------------------------------------------------------------------- analytic grads
-@pytest.mark.parametrize("name, overrides", [
-    ("ppo_cartpole", ""),  # separate tanh torsos, categorical head
-    ("ppo_cartpole", "shared_torso=true,activation=relu,ent_coef=0.05,clip_range_vf=0.1"),
-    ("a2c_cartpole", "ent_coef=0.01,normalize_advantage=true"),
-    ("ppo_pendulum", "ent_coef=0.02,hidden_sizes=[32,16,8]"),  # Gaussian head with a learned log-std
-])
-def test_analytic_gradients_equal_autograd(name, overrides):
-    """The closed-form backward pass (model.backward + policy.backward) gives autograd's gradient of the loss."""
-    hp, env, agent = make(name, "num_steps=16,num_envs=2" + ("," + overrides if overrides else ""))
-    assert agent.analytic
-    play(agent, env, env.reset(seed=0)[0], 15)  # fill the rollout but for its last step, then add that step
-    obs = np.asarray(env.observation_space.sample(), np.float32)
-    agent.act(obs)
-    agent.observe(obs, np.zeros(2), np.ones(2), obs, np.zeros(2, bool), np.zeros(2, bool))
-    with torch.no_grad():
-        _, next_values, _ = agent.model(agent.memory.next_obs.flatten(0, 1))
-    agent.memory.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
-    batch = next(agent.memory.minibatches(len(agent.memory), agent.shuffle))
-    with torch.no_grad():  # move the policy off the rollout's so the ratio clip and value clip take part
-        agent.optimizer.param.add_(torch.randn_like(agent.optimizer.param) * 0.05)
-    coefs = dict(clip_range=0.1, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
-                 normalize_advantage=hp.normalize_advantage)
-
-    log_probs, entropy, values = agent._evaluate(batch, True)
-    loss, _ = agent.loss_fn(log_probs, entropy, values, batch, diagnostics=False, **coefs)
-    agent.optimizer.zero_grad()
-    loss.backward()
-    expected = agent.optimizer.grad.clone()
-
-    for want_info in (False, True):  # the numpy loss gradients, and the torch loss's (with diagnostics)
-        info, backward = agent._analytic_loss(batch, _as_numpy(batch), coefs, want_info=want_info)
-        agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
-        backward()
-        torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
-    assert set(info) >= {"losses/policy_loss", "losses/value_loss", "losses/approx_kl", "losses/entropy"}
-    torch.testing.assert_close(info["losses/policy_loss"] + hp.vf_coef * info["losses/value_loss"],
-                               loss.detach() + hp.ent_coef * entropy.detach().mean())
-
-
-def test_analytic_gradients_need_a_known_activation_and_no_gru():
-    assert not make("ppo_cartpole", "activation=elu")[2].analytic
-    assert not make("ppo_gru_cartpole", "num_envs=2")[2].analytic
-    assert not make("ppo_cartpole", "analytic_grads=false")[2].analytic
-
-
-@pytest.mark.parametrize("name", ["ppo_cartpole", "ppo_pendulum"])
-def test_numpy_acting_samples_what_the_torch_policy_samples(name):
-    """The analytic path acts through numpy (forward_cached + sample_numpy): from the same generator state it picks
-    the actions, log-probabilities and values that the torch network and policy give."""
-    hp, env, agent = make(name, "num_envs=4")
-    obs = np.stack([env.single_observation_space.sample() for _ in range(64)]).astype(np.float32)
-    params, values, _ = agent.model.forward_cached(obs)
-    state = agent.policy.generator.get_state()
-    step = agent.policy.sample_numpy(params)
-    agent.policy.generator.set_state(state)
-    with torch.no_grad():
-        t_params, t_values, _ = agent.model(torch.from_numpy(obs))
-        expected = agent.policy(t_params)
-    np.testing.assert_allclose(values, t_values.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(step.actions, expected.actions.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(step.env_actions, expected.env_actions, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(step.log_probs, expected.log_probs.numpy(), rtol=1e-5, atol=1e-5)
-    if name == "ppo_cartpole":
-        assert len(set(step.actions.tolist())) == 2  # both actions occur: the comparison is not vacuous
-
-
-def test_numpy_views_follow_a_restored_checkpoint():
-    """The analytic path reads the parameters through cached numpy views: after loading another agent's state (a
-    resume) they must show the loaded weights, as the torch network does."""
-    _, env, agent = make("ppo_cartpole", "num_envs=2")
-    _, _, other = make("ppo_cartpole", "num_envs=2", seed=5)
-    obs = np.stack([env.single_observation_space.sample() for _ in range(8)]).astype(np.float32)
-    before = agent.model.forward_cached(obs)[1].copy()  # builds and caches the views
-    agent.load_state_dict(other.state_dict())
-    after = agent.model.forward_cached(obs)[1]
-    with torch.no_grad():
-        expected = other.model(torch.from_numpy(obs))[1].numpy()
-    np.testing.assert_allclose(after, expected, rtol=1e-5, atol=1e-6)
-    assert not np.allclose(before, after)

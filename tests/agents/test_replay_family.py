@@ -165,33 +165,3 @@ def test_actions_are_uniform_before_learning_starts_whatever_epsilon_says():
     agent.env_steps = 1000
     greedy = np.concatenate([agent.act(obs) for _ in range(20)])
     assert len(set(greedy.tolist())) == 1  # epsilon 0: the same greedy action for the same observation
-
-
-@pytest.mark.parametrize("settings", [dict(), dict(loss="mse", hidden_sizes=[32, 16], activation="tanh")])
-def test_analytic_td_gradient_equals_autograd(settings):
-    """The numpy gradient step (`td` on uniform replay, plain MLP Q network) writes autograd's gradient of the
-    loss, and reports the same diagnostics."""
-    agent = make(**settings)
-    assert agent.analytic
-    drive(agent, 30, seed=0)
-    with torch.no_grad():  # move the network off its initialisation so the Huber loss has both branches
-        agent.optimizer.param.add_(torch.randn_like(agent.optimizer.param) * 0.3)
-    (batch, target), = agent._phase(batch_size=32, steps=1)
-    loss, info = agent.loss_fn(agent.q, agent.target, batch, agent.hp.loss, target=target)
-    agent.optimizer.zero_grad()
-    loss.backward()
-    expected = agent.optimizer.grad.clone()
-    agent.optimizer.grad.fill_(float("nan"))  # every entry must be written
-    numpy_info = agent._analytic_gradient(batch, target, diagnostics=True)
-    torch.testing.assert_close(agent.optimizer.grad, expected, rtol=1e-4, atol=1e-6)
-    assert numpy_info["losses/td_loss"] == pytest.approx(info["losses/td_loss"].item(), rel=1e-5)
-    assert numpy_info["losses/q_values"] == pytest.approx(info["losses/q_values"].item(), rel=1e-5, abs=1e-6)
-    np.testing.assert_allclose(numpy_info["td_error"], info["td_error"].numpy(), rtol=1e-5, atol=1e-6)
-    if agent.hp.loss == "huber":
-        assert (np.abs(numpy_info["td_error"]) > 1).any() and (np.abs(numpy_info["td_error"]) < 1).any()
-
-
-@pytest.mark.parametrize("settings", [dict(dueling=True), dict(noisy=True, act_select="greedy"),
-                                      dict(grad_comp="double_td"), dict(analytic_grads=False)])
-def test_analytic_td_gradient_only_where_it_applies(settings):
-    assert not make(**settings).analytic
