@@ -4,6 +4,10 @@ table (matrix products vs everything else). It backs the README's account of whe
     .venv/bin/python benchmarks/profile_update.py --hparams sac_pendulum
     .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --threads 2
     .venv/bin/python benchmarks/profile_update.py --hparams dqn_cartpole --hparam_override batch_size=32
+    .venv/bin/python benchmarks/profile_update.py --hparams dqn_cartpole --compile   # torch.compile's loss
+
+`--compile` wraps the agent's loss (`grad_comp`: the forward pass and the loss, whose backward AOTAutograd then
+compiles too) in torch.compile and reports the compile time beside the step time: whether compilation pays.
 
 Off-policy agents (ddpg, td3, sac): one `gradient_step` per measurement, on a memory filled with `--fill` env
 steps. DQN: one training phase (`gradient_steps` steps, targets included) after each `train_freq` collected steps.
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+
+import torch
 
 import hparams  # noqa: F401  (fills the hparams registry)
 from rl.envs import make_env
@@ -44,6 +50,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=30, help="measured updates (default: %(default)s)")
     p.add_argument("--rows", type=int, default=12, help="profiler table rows (default: %(default)s)")
     p.add_argument("--hparam_override", default="", help="as train.py's, e.g. batch_size=32")
+    p.add_argument("--compile", action="store_true", help="torch.compile the agent's loss function")
     args = p.parse_args()
     hp = sets[args.hparams]()
     if args.hparam_override:
@@ -71,6 +78,12 @@ def main() -> None:
     else:
         obs = collect(agent, env, obs, args.fill, update=False)
         prepare, run, per_update = (lambda: None), agent.gradient_step, 1
+    if args.compile:
+        agent.loss_fn = torch.compile(agent.loss_fn, dynamic=False)
+        prepare()
+        start = time.perf_counter()
+        run()  # compiles
+        print(f"first update, compiling included: {time.perf_counter() - start:.1f} s")
     times = []
     for i in range(5 + args.repeats):
         prepare()

@@ -40,7 +40,7 @@ def base() -> HParams:
     d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu")
     # system
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
-    d("torch_threads", 1, "intra-op threads for torch (small networks are fastest on 1)")
+    d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)")
     d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
     return hp
 

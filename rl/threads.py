@@ -1,0 +1,21 @@
+"""One run uses exactly the threads it is configured for: torch's intra-op pool, the BLAS under numpy (OpenBLAS
+starts one thread per core at import and keeps them spinning after a call) and OpenCV's pool where it is loaded.
+
+Without this, `--copies 2` on 2 cores ran 2 x (1 torch + 2 BLAS) busy threads: measured with dqn_cartpole at 20k
+steps, 9 s alone and 74 s as two copies; limited, two copies take about one copy's time (README, "Performance").
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from threadpoolctl import threadpool_limits
+
+
+def limit_threads(n: int) -> None:
+    """Run torch, BLAS/OpenMP and (if imported) OpenCV on `n` threads each, for the rest of the process."""
+    torch.set_num_threads(n)
+    threadpool_limits(n)  # every BLAS and OpenMP library loaded in this process
+    if "cv2" in sys.modules:
+        sys.modules["cv2"].setNumThreads(n)
