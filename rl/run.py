@@ -90,9 +90,13 @@ def snapshot(agent, include_memory: bool = True, stats: EpisodeStats | None = No
     return state
 
 
-def restore(agent, state: dict, stats: EpisodeStats | None = None) -> None:
-    """Load what `snapshot` saved."""
-    agent.load_state_dict(state["agent"])
+def restore(agent, state: dict, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
+    """Load what `snapshot` saved; `include_memory=False` leaves the memory out (evaluation needs none, and an
+    on-policy rollout is sized by the number of envs it was collected with)."""
+    agent_state = state["agent"]
+    if not include_memory:
+        agent_state = {k: v for k, v in agent_state.items() if k != "memory"}
+    agent.load_state_dict(agent_state)
     torch.set_rng_state(state["torch_rng"])
     if stats is not None and "episode_stats" in state:
         stats.recent_returns.extend(state["episode_stats"]["returns"])
@@ -231,7 +235,8 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
 
 # ---------------------------------------------------------------------------------------------------- evaluation mode
 def test(hp, output_dir: Path, render: bool = False, record_video: bool = False) -> dict:
-    """Restore the newest checkpoint, play `hp.test_episodes` greedy episodes, write `eval.json`."""
+    """Restore the newest checkpoint (without its memory: evaluation does not use it), play `hp.test_episodes` greedy
+    episodes, write `eval.json`."""
     configure_torch(hp)
     seed_everything(hp.seed)
     if not list_checkpoints(output_dir):
@@ -240,7 +245,7 @@ def test(hp, output_dir: Path, render: bool = False, record_video: bool = False)
     env = make_env(hp, num_envs=1, vector_mode="sync")
     agent = build_agent(hp, env, hp.seed)
     env.close()
-    restore(agent, load_latest(output_dir))
+    restore(agent, load_latest(output_dir), include_memory=False)  # a 1-env agent: no rollout of N envs
     videos: list = []
     human = render and has_display()
     if render and not human:
