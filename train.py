@@ -2,6 +2,7 @@
 
     python train.py --sys local --hparams dqn_cartpole --output_dir runs/dqn_cartpole
     python train.py --hparams dqn_cartpole --output_dir runs/dqn_cartpole --training False --record_video True
+    python train.py --hparams dqn_cartpole --output_dir runs/dqn_cartpole --training False --checkpoint best
     python train.py --list
 """
 
@@ -35,8 +36,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_episodes", type=int, help="episodes per periodic evaluation during training")
     p.add_argument("--test_episodes", type=int, help="episodes to play with --training False")
     p.add_argument("--training", type=str2bool, default=True,
-                   help="True: train (resuming if output_dir holds a run); False: restore the latest checkpoint and "
-                        "evaluate only, writing eval.json")
+                   help="True: train (resuming if output_dir holds a run); False: restore a checkpoint (see "
+                        "--checkpoint) and evaluate only, writing eval.json")
+    p.add_argument("--checkpoint", default="latest", metavar="latest|best|PATH",
+                   help="with --training False, what to evaluate: latest (the newest intact "
+                        "checkpoints/ckpt_<step>.pt), best (checkpoints/best.pt, the agent of the best evaluation "
+                        "during training) or the path of a checkpoint file")
     p.add_argument("--render", type=str2bool, default=False,
                    help="with --training False, show the episodes in a window (needs a display)")
     p.add_argument("--record_video", type=str2bool, default=False,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rl.checkpoint import list_checkpoints, load_latest, save
+from rl.checkpoint import load_checkpoint, load_newest, read_best, save, save_best
 from rl.envs import is_same_step, make_env
 from rl.envs.episode_stats import EpisodeStats
 from rl.errors import ConfigError
@@ -103,6 +103,17 @@ def restore(agent, state: dict, stats: EpisodeStats | None = None, include_memor
         stats.recent_lengths.extend(state["episode_stats"]["lengths"])
 
 
+def restore_checked(agent, state: dict, path, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
+    """`restore`, with a checkpoint that does not fit the agent (other sizes or settings) as a ConfigError."""
+    try:
+        restore(agent, state, stats, include_memory)
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise ConfigError(f"checkpoint {path} does not fit this run's agent ({type(exc).__name__}: {detail}); it was "
+                          f"written with other settings (env, sizes, model): use those, or another --output_dir "
+                          f"or --checkpoint") from None
+
+
 # ---------------------------------------------------------------------------------------------------- evaluation
 def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
     """Greedy returns of `episodes` episodes, one per env of a fresh vector env (each env runs one episode)."""
@@ -150,6 +161,24 @@ def summarize(returns: list[float], **extra) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- training
+class BestKeeper:
+    """Keeps `checkpoints/best.pt`: the agent of the evaluation with the highest mean return so far. A resumed run
+    reads the previous best's score back from best.pt, so only a strictly better evaluation replaces it."""
+
+    def __init__(self, output_dir: Path):
+        self.output_dir = output_dir
+        self.best = read_best(output_dir)  # {"step", "mean_return", "path"} or None
+
+    def offer(self, agent, returns: list[float]) -> bool:
+        mean = float(np.mean(returns))
+        if self.best is not None and not mean > self.best["mean_return"]:
+            return False
+        path = save_best(self.output_dir, agent.env_steps, mean, snapshot(agent, include_memory=False),
+                         std_return=float(np.std(returns)), episodes=len(returns))
+        self.best = {"step": agent.env_steps, "mean_return": mean, "path": str(path)}
+        return True
+
+
 def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation."""
     from rl.logger import Logger
@@ -159,13 +188,14 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     env = make_env(hp)
     agent = build_agent(hp, env, hp.seed)
     stats = EpisodeStats(env.num_envs)
-    state = load_latest(output_dir)
-    if state is not None:
-        restore(agent, state, stats)
+    found = load_newest(output_dir)
+    if found is not None:
+        restore_checked(agent, found[0], found[1], stats)
         print(f"resuming from step {agent.env_steps}", flush=True)
     start = agent.env_steps
     same_step = is_same_step(env)
     logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
+    best = BestKeeper(output_dir)
 
     def checkpoint():
         save(output_dir, agent.env_steps, snapshot(agent, hp.checkpoint_memory, stats), keep=hp.keep_checkpoints)
@@ -203,6 +233,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
             diagnostics = agent.update() or diagnostics
             if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
                 returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+                best.offer(agent, returns)
                 eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
                 last["eval"] = agent.env_steps
                 last["log"] = -1  # log this evaluation now
@@ -221,7 +252,9 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
                   flush=True)
             raise SystemExit(128 + stop.signum)
     returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-    result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(time.time() - logger.start_time, 2))
+    best.offer(agent, returns)
+    result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(time.time() - logger.start_time, 2),
+                       best=best.best)
     logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
                                  "eval/return_std": result["std_return"]})
     logger.close()
@@ -229,23 +262,22 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     (output_dir / "eval.json").write_text(json.dumps({"mode": "final_training_evaluation", **result}, indent=2))
     if not quiet:
         print(f"final evaluation over {len(returns)} episodes: "
-              f"{result['mean_return']:.2f} ± {result['std_return']:.2f}")
+              f"{result['mean_return']:.2f} ± {result['std_return']:.2f}; best: {best.best['mean_return']:.2f} "
+              f"at step {best.best['step']} ({best.best['path']})")
     return result
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation mode
-def test(hp, output_dir: Path, render: bool = False, record_video: bool = False) -> dict:
-    """Restore the newest checkpoint (without its memory: evaluation does not use it), play `hp.test_episodes` greedy
-    episodes, write `eval.json`."""
+def test(hp, output_dir: Path, render: bool = False, record_video: bool = False, checkpoint: str = "latest") -> dict:
+    """Restore a checkpoint (`checkpoint`: "latest", "best" or a file path), play `hp.test_episodes` greedy
+    episodes, write `eval.json`. The memory is not restored: evaluation does not use it."""
+    state, path = load_checkpoint(output_dir, checkpoint)
     configure_torch(hp)
     seed_everything(hp.seed)
-    if not list_checkpoints(output_dir):
-        raise ConfigError(f"--training False needs a checkpoint, and {output_dir}/checkpoints has none: "
-                          f"train first with the same --output_dir")
     env = make_env(hp, num_envs=1, vector_mode="sync")
     agent = build_agent(hp, env, hp.seed)
     env.close()
-    restore(agent, load_latest(output_dir), include_memory=False)  # a 1-env agent: no rollout of N envs
+    restore_checked(agent, state, path, include_memory=False)
     videos: list = []
     human = render and has_display()
     if render and not human:
@@ -255,10 +287,11 @@ def test(hp, output_dir: Path, render: bool = False, record_video: bool = False)
         returns, videos = record_videos(agent, hp, hp.test_episodes, output_dir / "videos", hp.seed + 20_000, human)
     else:
         returns = evaluate(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
-    result = summarize(returns, env_steps=agent.env_steps, videos=[str(p) for p in videos])
+    result = summarize(returns, checkpoint=checkpoint, checkpoint_path=str(path), env_steps=agent.env_steps,
+                       videos=[str(p) for p in videos])
     (output_dir / "eval.json").write_text(json.dumps({"mode": "test", **result}, indent=2))
     print(f"evaluation of step {agent.env_steps} over {len(returns)} episodes: "
-          f"{result['mean_return']:.2f} ± {result['std_return']:.2f}")
+          f"{result['mean_return']:.2f} ± {result['std_return']:.2f} ({checkpoint} checkpoint: {path})")
     if videos:
         print(f"videos: {output_dir / 'videos'}")
     return result
@@ -330,7 +363,8 @@ def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False) -
     if not (output_dir / "hparams.json").exists():
         raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
                           f"train first with the same --output_dir")
-    return test(hp, output_dir, render=args.render, record_video=args.record_video)
+    return test(hp, output_dir, render=args.render, record_video=args.record_video,
+                checkpoint=getattr(args, "checkpoint", "latest"))
 
 
 def _copy_worker(args, index: int) -> dict:
@@ -368,6 +402,9 @@ def main(args) -> None:
                           "use --num_workers 0")
     if args.copies < 1:
         raise ConfigError(f"--copies must be at least 1, got {args.copies}")
+    if args.training and getattr(args, "checkpoint", "latest") != "latest":
+        raise ConfigError(f"--checkpoint {args.checkpoint} applies to --training False (evaluation) only; training "
+                          f"always resumes from the newest checkpoint")
     if args.train_steps is not None and args.train_steps <= 0:
         raise ConfigError(f"--train_steps must be a positive integer, got {args.train_steps}")
     if args.copies > 1:
