@@ -156,3 +156,161 @@ def test_a_run_of_another_set_is_refused(tmp_path, train_cli, capsys):
     assert train_cli(*train_args(out, steps=200)).returncode == 0
     assert train.main(["--hparams", "ddqn_cartpole", "--output_dir", str(out)]) == 2
     assert "holds a run of hparams set 'dqn_cartpole'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------- best checkpoint
+BEST_RUN = FAST.replace("eval_interval=200", "eval_interval=100") + ",keep_checkpoints=2"
+
+
+def eval_rows(out) -> list[tuple[int, float]]:
+    """(env_steps, eval mean return) of every evaluation logged in progress.csv, the final one included."""
+    rows = csv.DictReader(open(out / "progress.csv"))
+    return [(int(r["env_steps"]), float(r["eval_return_mean"])) for r in rows if r.get("eval_return_mean")]
+
+
+def load_best(out) -> dict:
+    import torch
+
+    from rl.checkpoint import best_path
+
+    return torch.load(best_path(out), weights_only=True)
+
+
+_BEST_RUN: dict = {}
+PPO_BEST = "num_steps=16,eval_interval=256,checkpoint_interval=512,log_interval=256,keep_checkpoints=2"
+
+
+@pytest.fixture
+def best_run(tmp_path_factory, train_cli):
+    """A 3072-step ppo_cartpole run evaluated every 256 steps, checkpointed every 512 and keeping the last 2, trained
+    once for the tests below: (output_dir, stdout, its final eval.json)."""
+    if not _BEST_RUN:
+        out = tmp_path_factory.mktemp("best") / "run"
+        res = train_cli("--hparams", "ppo_cartpole", "--output_dir", str(out), "--train_steps", "3072",
+                        "--eval_episodes", "2", "--hparam_override", PPO_BEST)
+        assert res.returncode == 0, res.stderr
+        _BEST_RUN["run"] = out, res.stdout, json.loads((out / "eval.json").read_text())
+    return _BEST_RUN["run"]
+
+
+def test_best_checkpoint_is_the_best_evaluation(best_run):
+    from rl.checkpoint import best_path
+
+    out, stdout, final = best_run
+    evals = eval_rows(out)
+    assert [s for s, _ in evals] == list(range(256, 3073, 256))  # 11 periodic evaluations and the final one
+    top = max(m for _, m in evals)
+    first = min(s for s, m in evals if m == top)  # a later evaluation that only ties does not replace the best
+    best = load_best(out)
+    assert best["complete"] and best["step"] == first and best["mean_return"] == top
+    assert best["episodes"] == 2 and "memory" not in best["agent"]  # evaluation needs no rollout
+    assert [s for s, _ in list_checkpoints(out)] == [2560, 3072]  # pruning keeps 2 and leaves best.pt alone
+    assert final["best"] == {"step": first, "mean_return": top, "path": str(best_path(out))}
+    assert f"; best: {top:.2f} at step {first} ({best_path(out)})" in stdout
+
+
+def test_a_tie_does_not_replace_the_best(tmp_path):
+    from rl.checkpoint import read_best
+    from rl.envs import make_env
+    from rl.registry import hparams as sets
+    from rl.run import BestKeeper, build_agent
+
+    hp = sets["dqn_cartpole"]()
+    agent = build_agent(hp, make_env(hp, num_envs=1), seed=0)
+    keeper = BestKeeper(tmp_path)
+    assert keeper.best is None
+    for step, returns, kept in [(10, [5.0, 7.0], 10), (20, [4.0], 10), (30, [7.0, 9.0], 30), (40, [8.0], 30),
+                                (50, [6.0, 8.0, 10.0], 30), (60, [8.5], 60)]:
+        agent.env_steps = step
+        assert keeper.offer(agent, returns) == (kept == step)
+        assert read_best(tmp_path)["step"] == keeper.best["step"] == kept
+    assert BestKeeper(tmp_path).best == {"step": 60, "mean_return": 8.5, "path": str(tmp_path / "checkpoints" /
+                                                                                       "best.pt")}
+
+
+def test_checkpoint_flag_picks_what_is_evaluated(best_run, train_cli):
+    from rl.checkpoint import best_path
+
+    out = best_run[0]
+    base = ["--hparams", "ppo_cartpole", "--output_dir", str(out), "--training", "False", "--test_episodes", "2"]
+    best_step = load_best(out)["step"]
+    older = str(list_checkpoints(out)[0][1])
+    for which, step, path in [("best", best_step, str(best_path(out))), (older, 2560, older),
+                              ("latest", 3072, str(list_checkpoints(out)[-1][1]))]:
+        res = train_cli(*base, "--checkpoint", which)
+        assert res.returncode == 0, res.stderr
+        ev = json.loads((out / "eval.json").read_text())
+        assert (ev["mode"], ev["checkpoint"], ev["checkpoint_path"], ev["env_steps"]) == ("test", which, path, step)
+        assert f"evaluation of step {step} over 2 episodes" in res.stdout and path in res.stdout
+
+
+def test_resume_reads_back_the_previous_best(tmp_path, train_cli):
+    import torch
+
+    from rl.checkpoint import best_path
+
+    out = tmp_path / "run"
+    assert train_cli(*train_args(out, steps=400, extra=BEST_RUN)).returncode == 0
+    best = load_best(out)
+    torch.save({**best, "mean_return": 1e9}, best_path(out))  # a better best than any CartPole evaluation
+    res = train_cli(*train_args(out, steps=600, extra=BEST_RUN))
+    assert res.returncode == 0 and "resuming from step 400" in res.stdout
+    assert [s for s, _ in eval_rows(out)][-2:] == [500, 600]  # evaluated after the resume, and not kept
+    assert (load_best(out)["step"], load_best(out)["mean_return"]) == (best["step"], 1e9)
+    assert json.loads((out / "eval.json").read_text())["best"]["mean_return"] == 1e9
+    assert f"best: 1000000000.00 at step {best['step']}" in res.stdout
+
+    torch.save({**best, "mean_return": -1e9}, best_path(out))  # worse than any: the next evaluation replaces it
+    assert train_cli(*train_args(out, steps=800, extra=BEST_RUN)).returncode == 0
+    replaced = load_best(out)
+    assert replaced["step"] == 700 and replaced["mean_return"] == dict(eval_rows(out))[700]
+
+
+def bad_checkpoints(tmp_path, out) -> list[tuple[list[str], str]]:
+    """(extra argv, expected message) for each way --checkpoint can be wrong; files are made under tmp_path."""
+    import torch
+
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    misfit = tmp_path / "misfit.pt"  # a real checkpoint of a network with other sizes
+    state = load_best(out)
+
+    def resized(tree):  # every tensor of the agent's state with 7 rows
+        return {k: resized(v) if isinstance(v, dict) else torch.zeros(7, *v.shape[1:])
+                if isinstance(v, torch.Tensor) and v.ndim else v for k, v in tree.items()}
+
+    torch.save({**state, "agent": resized(state["agent"])}, misfit)
+    return [
+        (["--checkpoint", "best"], "has no best.pt.*valid: latest.*best.*path"),
+        (["--checkpoint", str(tmp_path / "nope.pt")], "nope.pt'?: no such file; valid: latest"),
+        (["--checkpoint", str(garbage)], "garbage.pt is not a readable checkpoint.*valid: latest"),
+        (["--checkpoint", str(foreign)], "foreign.pt is not a readable checkpoint.*not a complete rl checkpoint"),
+        (["--checkpoint", str(misfit)], "misfit.pt does not fit this run's agent"),
+    ]
+
+
+def test_bad_checkpoint_values_exit_2_with_one_line(best_run, tmp_path, train_cli, capsys):
+    import re
+    import shutil
+
+    import train
+
+    out = tmp_path / "run"
+    shutil.copytree(best_run[0], out)
+    (out / "checkpoints" / "best.pt").unlink()
+    (out / "eval.json").unlink()
+    base = ["--hparams", "ppo_cartpole", "--output_dir", str(out), "--training", "False", "--test_episodes", "1"]
+    cases = bad_checkpoints(tmp_path, best_run[0])
+    cases.append((["--checkpoint", "best", "--training", "True"], "--checkpoint best applies to --training False"))
+    for i, (extra, message) in enumerate(cases):
+        if i in (0, len(cases) - 2):  # as a user runs it: no traceback, one line
+            res = train_cli(*base, *extra)
+            code, err = res.returncode, res.stderr
+        else:  # in this process (quicker): these fail before anything is built
+            code, err = train.main([*base, *extra]), capsys.readouterr().err
+        assert code == 2, (extra, err)
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+        assert re.search(message, err), err
+    assert not (out / "eval.json").exists()  # nothing was evaluated
