@@ -25,6 +25,7 @@ from rl.envs import is_same_step, make_env
 from rl.envs.episode_stats import EpisodeStats
 from rl.errors import ConfigError
 from rl.registry import agents
+from rl.threads import limit_threads
 from rl.video import env_fps, write_mp4
 
 
@@ -35,12 +36,13 @@ def seed_everything(seed: int) -> None:
 
 
 def configure_torch(hp) -> None:
-    """Pick the device, the intra-op thread count and flush denormal floats to zero. Adam's moment estimates of
-    parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU arithmetic on denormals is
-    tens of times slower: without flushing, the optimizer step dominates a small network's update."""
+    """Pick the device, the thread count (torch, BLAS, OpenCV: rl/threads.py) and flush denormal floats to zero.
+    Adam's moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU
+    arithmetic on denormals is tens of times slower: without flushing, the optimizer step dominates a small
+    network's update."""
     if hp.device == "auto":
         hp.device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.set_num_threads(hp.torch_threads)
+    limit_threads(hp.torch_threads)
     torch.set_flush_denormal(True)
 
 
