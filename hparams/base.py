@@ -18,6 +18,7 @@ def base() -> HParams:
     d("env", "CartPole-v1", "gymnasium env id (--env overrides)")
     d("env_type", "gym", "envs registry key: the env family and its wrappers (gym, atari, bullet ...)")
     d("num_envs", 1, "environments stepped together in one vector env")
+    d("max_episode_steps", 0, "time limit of an episode in env steps, truncating it (0: the env id's own limit)")
     d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto "
       "(native where it resets in the same step, e.g. CartPole; sync otherwise)")
     # run length, evaluation, checkpoints

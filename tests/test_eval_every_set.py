@@ -2,11 +2,10 @@
 `--training False` restores its checkpoint, records a video and writes eval.json (and, without video, evaluates).
 
 The budgets are the smallest that make at least one update happen and write a checkpoint: the overrides below
-shrink each family's warm-up, rollout, buffer and intervals (settings a set does not have are left alone), so a new
-set is covered by registering it. Most cases take 6-12 s (two or three train.py processes of about 2 s start-up
-each). The HalfCheetah PyBullet sets take 35-50 s each: their video plays a whole 1000-step episode (HalfCheetah never
-terminates and no setting shortens episodes) and PyBullet's CPU renderer takes about 34 ms a frame. The file took
-about 230 s of CPU time on this project's 2-core machine.
+shrink each family's warm-up, rollout, buffer and intervals (settings a set does not have are left alone), and
+`max_episode_steps=100` keeps the videos short (PyBullet's CPU renderer takes about 34 ms a frame, and HalfCheetah
+never terminates), so a new set is covered by registering it. A case takes two or three train.py processes of about
+2 s start-up each.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ def tiny_budget(name: str) -> tuple[int, str]:
     """(train_steps, --hparam_override) for a few seconds of `name` that update at least once and checkpoint."""
     hp = sets[name]()
     has = hp.to_dict()
-    over: dict = {"eval_interval": 0}  # evaluated once, at the end
+    over: dict = {"eval_interval": 0, "max_episode_steps": 100}  # evaluated once, at the end; short episodes
     if "num_steps" in has:  # on-policy: one short rollout, one epoch
         over.update(num_steps=16, epochs=1)
         if hp.recurrent_seq_len:

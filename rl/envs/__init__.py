@@ -59,8 +59,10 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
 
 @envs.register("gym")
 def gym_family(hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
-    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo ...)."""
-    return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode)
+    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo ...); `max_episode_steps` > 0 replaces
+    the id's time limit."""
+    limit = {"max_episode_steps": hp.max_episode_steps} if hp.max_episode_steps > 0 else {}
+    return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, **limit)
 
 
 def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, vector_mode: str | None = None):
