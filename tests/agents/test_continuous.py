@@ -227,7 +227,8 @@ def test_discrete_env_is_a_clear_error(tmp_path, train_cli):
 @pytest.mark.learning
 @pytest.mark.parametrize("name, steps", [("sac_pendulum", 6_000), ("td3_pendulum", 15_000)])
 def test_pendulum_learns(tmp_path, train_cli, name, steps):
-    """Within less than the set's 20000 steps (seed 0 ends at about -110 and -130), greedy evaluation > -250."""
+    """Within less than the set's 20000 steps, greedy evaluation > -250. Measured over seeds 0-5: sac_pendulum at 6k
+    -111 / -617 / -122 / -134 / -124 / -132, td3_pendulum at 15k -132 / -173 / -158 / -164 / -144 / -158."""
     assert sets[name]().train_steps >= steps
     out = tmp_path / "run"
     res = train_cli("--hparams", name, "--output_dir", str(out), "--train_steps", str(steps), "--eval_episodes",

@@ -118,12 +118,12 @@ def test_c51_loss_needs_the_c51_network():
 
 
 # ---------------------------------------------------------------------------------------------------- learning
-# (set, seed, steps, threshold on the best periodic greedy evaluation). Measured on this project's CPU machine over
-# seeds 0-3, evaluating every 2500 steps: rainbow_cartpole at 12k reached 500 / 473 / 485 / 337 and
-# noisy_dqn_cartpole at 25k 374 / 500 / 183 / 500 (noisy DQN with the zoo's DQN settings learns CartPole but is
-# unstable, as its final evaluations 148 / 500 / 141 / 135 show). The thresholds leave room for other CPUs' numerics,
-# which move seeded trajectories; a random policy scores about 22.
-LEARNING = [("noisy_dqn_cartpole", 1, 25_000, 300), ("rainbow_cartpole", 0, 12_000, 450)]
+# (set, seed, steps, threshold on the best periodic greedy evaluation, every 2500 steps). Measured on this project's
+# 2-core machine over seeds 0-5: noisy_dqn_cartpole at 25k reached 374 / 500 / 183 / 500 / 254 / 342 (noisy DQN with
+# the zoo's DQN settings learns CartPole but is unstable: its final evaluations were 148 / 500 / 141 / 135 / 250 /
+# 342) and rainbow_cartpole at 12k 463 / 500 / 474 / 349 / 500 / 499. Each threshold holds for 4 of the 5 seeds
+# besides the one the test uses; a random policy scores about 22.
+LEARNING = [("noisy_dqn_cartpole", 1, 25_000, 200), ("rainbow_cartpole", 0, 12_000, 400)]
 
 
 @pytest.mark.learning
