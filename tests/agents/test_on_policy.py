@@ -105,6 +105,42 @@ def test_recurrent_hidden_state_resets_at_episode_ends_and_replays_exactly():
     env.close()
 
 
+@pytest.mark.parametrize("seq_len", [8, 0])
+def test_recurrent_minibatches_replay_acting_exactly_across_chunks_and_episode_starts(seq_len):
+    """Before the first gradient step, every minibatch the update replays (8-step chunks from the stored hidden
+    states, or whole rollouts) must give the log-probabilities and values computed when acting, and the bootstrap
+    V(real_next_obs, next_hidden) must be the next step's acting value wherever the episode goes on."""
+    hp, env, agent = make("ppo_gru_cartpole", f"num_envs=4,num_steps=48,recurrent_seq_len={seq_len},batch_size=64")
+    obs, _ = env.reset(seed=1)
+    for _ in range(hp.num_steps):  # the training loop, stopped before the update
+        actions = agent.act(obs)
+        next_obs, rewards, terminated, truncated, info = env.step(actions)
+        dones = terminated | truncated
+        agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
+        agent.reset_episodes(dones)
+        obs = next_obs
+    mem = agent.memory
+    inside = mem.starts[1:].bool() & (torch.arange(1, hp.num_steps) % 8 != 0).unsqueeze(1)
+    assert inside.any(), "some episode must start inside a chunk"
+    with torch.no_grad():
+        _, next_values, _ = agent.model(mem.next_obs.flatten(0, 1), mem.next_hidden.flatten(0, 1))
+    next_values = next_values.view(hp.num_steps, -1)
+    goes_on = mem.dones[:-1] == 0
+    assert torch.allclose(next_values[:-1][goes_on], mem.values[1:][goes_on], atol=1e-6)
+    mem.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
+    batches = list(mem.minibatches(hp.batch_size, torch.Generator().manual_seed(0), seq_len))
+    assert sum(len(b.returns) for b in batches) == len(mem)
+    with torch.no_grad():
+        for b in batches:
+            log_probs, _, values = agent._evaluate(b, need_entropy=False)
+            assert torch.allclose(log_probs, b.old_log_probs, atol=1e-6)
+            assert torch.allclose(values, b.old_values, atol=1e-6)
+            if seq_len:  # chunks that start mid-episode need their stored state: zeros would not replay them
+                _, zeroed = agent.model.forward_sequence(b.obs, torch.zeros_like(b.hidden), b.starts)
+                assert not torch.allclose(zeroed, b.old_values, atol=1e-6)
+    env.close()
+
+
 @pytest.mark.parametrize("name, overrides", [("ppo_cartpole", "num_steps=8,num_envs=2,batch_size=8"),
                                              ("ppo_gru_cartpole", "num_steps=8,num_envs=2,batch_size=8"),
                                              ("ppo_pendulum", "num_steps=8,num_envs=2,batch_size=8,"
