@@ -273,6 +273,8 @@ def train_and_evaluate(name: str, steps: int, overrides: str = "", seed: int = 0
     return float(np.mean(evaluate(agent, hp, episodes, seed=seed + 10_000)))
 
 
+# Measured over seeds 0-5 on this project's 2-core machine: ppo_cartpole at 40k evaluated 500 on all six; a2c_cartpole
+# at 30k 444 / 272 / 322 / 189 / 191 / 438 (a random policy scores about 22).
 @pytest.mark.learning
 def test_ppo_cartpole_reaches_475():
     assert train_and_evaluate("ppo_cartpole", 40_000) >= 475
