@@ -110,7 +110,8 @@ def test_recurrent_minibatches_replay_acting_exactly_across_chunks_and_episode_s
     """Before the first gradient step, every minibatch the update replays (8-step chunks from the stored hidden
     states, or whole rollouts) must give the log-probabilities and values computed when acting, and the bootstrap
     V(real_next_obs, next_hidden) must be the next step's acting value wherever the episode goes on."""
-    hp, env, agent = make("ppo_gru_cartpole", f"num_envs=4,num_steps=48,recurrent_seq_len={seq_len},batch_size=64")
+    hp, env, agent = make("ppo_gru_cartpole", f"num_envs=4,num_steps=48,recurrent_seq_len={seq_len},batch_size=64,"
+                                                  "normalize_obs=false")  # fixed inputs: acting and replay compare
     obs, _ = env.reset(seed=1)
     for _ in range(hp.num_steps):  # the training loop, stopped before the update
         actions = agent.act(obs)
