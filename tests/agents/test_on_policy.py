@@ -288,9 +288,12 @@ def test_a2c_cartpole_improves_clearly_over_random():
 
 @pytest.mark.learning
 def test_gru_beats_feed_forward_on_masked_cartpole():
-    recurrent = train_and_evaluate("ppo_gru_cartpole", 20_000)
-    feed_forward = train_and_evaluate("ppo_cartpole", 20_000, "env=CartPoleNoVel-v1")
-    assert recurrent > feed_forward + 30, (recurrent, feed_forward)
+    """At 30k steps the GRU set evaluates 445 here (seed 0) and 462 / 384 / 215 / 500 / 325 on seeds 1-5; before its
+    settings followed the zoo's (normalised observations and rewards, the GRU on the observation) it scored 126 on
+    seed 0. A feed-forward PPO, blind to the velocities, scores about 50."""
+    recurrent = train_and_evaluate("ppo_gru_cartpole", 30_000)
+    feed_forward = train_and_evaluate("ppo_cartpole", 30_000, "env=CartPoleNoVel-v1")
+    assert recurrent >= 300 and recurrent > feed_forward + 30, (recurrent, feed_forward)
 
 
 def test_stacked_gru_matches_torch_gru_cells():
