@@ -98,13 +98,6 @@ def load_newest(output_dir, map_location="cpu") -> tuple[dict, Path] | None:
     return None
 
 
-def load_latest(output_dir, map_location="cpu") -> dict | None:
-    """The newest intact checkpoint, or None when there is none. Corrupt ones are reported and skipped; if every
-    checkpoint is corrupt, a ConfigError says so."""
-    found = load_newest(output_dir, map_location)
-    return None if found is None else found[0]
-
-
 def read_best(output_dir) -> dict | None:
     """`{"step", "mean_return", "path"}` of `checkpoints/best.pt`, or None when there is none. An unreadable best.pt
     is reported and treated as absent (the next evaluation replaces it)."""

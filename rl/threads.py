@@ -1,8 +1,9 @@
 """One run uses exactly the threads it is configured for: torch's intra-op pool, the BLAS under numpy (OpenBLAS
 starts one thread per core at import and keeps them spinning after a call) and OpenCV's pool where it is loaded.
 
-Without this, `--copies 2` on 2 cores ran 2 x (1 torch + 2 BLAS) busy threads: measured with dqn_cartpole at 20k
-steps, 9 s alone and 74 s as two copies; limited, two copies take about one copy's time (README, "Performance").
+Without this, `--copies 2` on 2 cores ran 2 x (1 torch + 2 BLAS) threads: dqn_cartpole at 20k steps took 10.2 s
+alone and 43.4 s as two copies on this project's 2-core machine (the numpy code of commit ce87ddc); limited, 13.5 s
+alone and 13.6-13.9 s as two copies (README, "Performance").
 """
 
 from __future__ import annotations

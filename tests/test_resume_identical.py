@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rl.checkpoint import load_latest, save
+from rl.checkpoint import load_newest, save
 from rl.envs import make_env
 from rl.registry import hparams as sets
 from rl.run import build_agent, restore, snapshot, true_next_obs
@@ -34,7 +34,7 @@ def test_restored_agent_continues_identically(tmp_path, name):
 
     torch.manual_seed(99)  # different initial weights and RNG: everything must come from the checkpoint
     restored = build_agent(hp, env, seed=99)
-    restore(restored, load_latest(tmp_path))
+    restore(restored, load_newest(tmp_path)[0])
     assert restored.env_steps == original.env_steps == 420
 
     losses = []

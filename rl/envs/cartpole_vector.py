@@ -24,11 +24,11 @@ class SameStepCartPoleVectorEnv(CartPoleVectorEnv):
         obs, reward, terminated, truncated, info = super().step(action)
         done = self.prev_done  # gymnasium would reset these at the start of the next step; reset them now
         if done.any():
-            info = {**info, "final_obs": obs.copy(), "_final_obs": done.copy()}
+            info = {**info, "final_obs": obs.copy(), "_final_obs": done}
             self.state[:, done] = self.np_random.uniform(low=self.low, high=self.high, size=(4, int(done.sum())))
             self.steps[done] = 0
             obs[done] = self.state[:, done].T
-            self.prev_done = np.zeros_like(done)
+            self.prev_done = np.zeros_like(done)  # `done` itself is no longer the env's: info may keep it
         return obs, reward, terminated, truncated, info
 
 
