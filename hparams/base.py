@@ -21,11 +21,25 @@ def base() -> HParams:
     d("max_episode_steps", 0, "time limit of an episode in env steps, truncating it (0: the env id's own limit)")
     d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto "
       "(native where it resets in the same step, e.g. CartPole; sync otherwise)")
+    # Atari (env_type=atari: ale-py's AtariVectorEnv, whose C++ threads do the DeepMind preprocessing)
+    d("frame_skip", 4, "atari: emulator frames per agent step (the last two max-pooled)")
+    d("frame_stack", 4, "atari: 84x84 grayscale frames stacked into one observation")
+    d("noop_max", 30, "atari: up to this many no-op actions at the start of a game")
+    d("sticky_actions", -1.0, "atari: probability of repeating the previous action (-1: the id's own: 0.25 for "
+      "ALE/*-v5, 0 for *NoFrameskip-v4)")
+    d("full_action_space", False, "atari: all 18 actions instead of the game's minimal set")
+    d("terminal_on_life_loss", False, "atari: a lost life ends the learning episode (the game goes on; scores "
+      "still count whole games)")
+    d("reward_clipping", True, "atari: the agent learns from rewards clipped to [-1, 1] (scores stay unclipped)")
+    d("fire_reset", True, "atari: press FIRE at the start of games that need it")
+    d("env_threads", 0, "atari: C++ threads stepping the envs (0: one per core, at most num_envs)")
     # run length, evaluation, checkpoints
     d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)")
     d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)")
     d("eval_interval", 10_000, "environment steps between periodic greedy evaluations (0: only at the end)")
     d("eval_episodes", 10, "episodes per periodic evaluation (--eval_episodes overrides)")
+    d("eval_deterministic", True, "evaluate with the greedy policy (False: the training policy, e.g. sampled "
+      "actions or the final epsilon, as Atari evaluations usually do)")
     d("test_episodes", 100, "episodes in evaluation mode, --training False (--test_episodes overrides)")
     d("checkpoint_interval", 10_000, "environment steps between checkpoints")
     d("keep_checkpoints", 3, "how many recent checkpoints to keep")
@@ -39,8 +53,11 @@ def base() -> HParams:
     d("max_grad_norm", 10.0, "gradient clipping by global norm (0: off)")
     d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers")
     d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu")
+    d("fixup_init", False, "impala_cnn: Fixup initialisation of the residual blocks (Zhang et al. 2019)")
+    d("channels_last", False, "convolutional torsos: channels-last memory format (faster on some CPUs and GPUs)")
     # system
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
+    d("precision", "fp32", "fp32, or bf16: forward passes and losses under bfloat16 autocast (weights stay fp32)")
     d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)")
     d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
     return hp
@@ -56,6 +73,8 @@ def off_policy(hp: HParams) -> HParams:
     d("target_update_interval", 1, "environment steps between target network updates")
     d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging")
     # the replay family (rl/memory: prioritized, attentive, queue, mixed; n-step returns for all of them)
+    d("replay_frames", True, "store each frame of stacked-frame observations (atari) once and rebuild the stacks "
+      "when sampling, instead of 2 x frame_stack copies per transition")
     d("n_step", 1, "n-step returns: transitions carry up to n discounted rewards and bootstrap with gamma^k")
     d("per_alpha", 0.6, "prioritized memory: priority exponent, p = (|td error| + per_eps)^per_alpha")
     d("per_beta", 0.4, "prioritized memory: initial importance-weight exponent, annealed linearly to 1 over the run")
