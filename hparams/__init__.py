@@ -1,6 +1,7 @@
 """Named hyperparameter sets, one file per algorithm family. Importing this package registers them all."""
 
 from hparams import (  # noqa: F401
+    atari,  # noqa: F401
     base,
     continuous,  # noqa: F401
     dqn,

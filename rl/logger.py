@@ -76,10 +76,12 @@ class Logger:
         pct = 100.0 * step / max(self.total_steps, 1)
         filled = int(pct / 5)
         ret = row.get("charts/episode_return_mean")
+        score = row.get("charts/game_score_mean")  # whole games, unclipped: the figure Atari players know
         ev = row.get("eval/return_mean")
         line = (f"[{'#' * filled}{'.' * (20 - filled)}] {pct:5.1f}% {step}/{self.total_steps} steps "
                 f"| {row['charts/steps_per_s']:7.0f} steps/s"
-                + (f" | return {ret:8.2f}" if ret is not None else "")
+                + (f" | return {ret:8.2f}" if ret is not None and score is None else "")
+                + (f" | score {score:8.2f}" if score is not None else "")
                 + (f" | eval {ev:8.2f}" if ev is not None else ""))
         print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", flush=True)
 

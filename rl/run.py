@@ -22,7 +22,7 @@ import torch
 
 from rl.checkpoint import load_checkpoint, load_newest, read_best, save, save_best
 from rl.envs import is_same_step, make_env
-from rl.envs.episode_stats import EpisodeStats
+from rl.envs.episode_stats import EpisodeStats, game_over, game_rewards
 from rl.errors import ConfigError
 from rl.registry import agents
 from rl.threads import limit_threads
@@ -88,7 +88,8 @@ def snapshot(agent, include_memory: bool = True, stats: EpisodeStats | None = No
     """What a checkpoint holds: the agent's state, torch's global RNG and the recent episode statistics."""
     state = {"agent": agent.state_dict(include_memory=include_memory), "torch_rng": torch.get_rng_state()}
     if stats is not None:
-        state["episode_stats"] = {"returns": list(stats.recent_returns), "lengths": list(stats.recent_lengths)}
+        state["episode_stats"] = {"returns": list(stats.recent_returns), "lengths": list(stats.recent_lengths),
+                                  "scores": list(stats.recent_scores), "game_lengths": list(stats.recent_game_lengths)}
     return state
 
 
@@ -103,6 +104,8 @@ def restore(agent, state: dict, stats: EpisodeStats | None = None, include_memor
     if stats is not None and "episode_stats" in state:
         stats.recent_returns.extend(state["episode_stats"]["returns"])
         stats.recent_lengths.extend(state["episode_stats"]["lengths"])
+        stats.recent_scores.extend(state["episode_stats"].get("scores", []))
+        stats.recent_game_lengths.extend(state["episode_stats"].get("game_lengths", []))
 
 
 def restore_checked(agent, state: dict, path, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
@@ -118,7 +121,8 @@ def restore_checked(agent, state: dict, path, stats: EpisodeStats | None = None,
 
 # ---------------------------------------------------------------------------------------------------- evaluation
 def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
-    """Greedy returns of `episodes` episodes, one per env of a fresh vector env (each env runs one episode)."""
+    """Returns of `episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh
+    vector env; on envs that report games (Atari) an episode is a whole game and its return the unclipped score."""
     returns: list[float] = []
     while len(returns) < episodes:
         n = min(episodes - len(returns), 32)
@@ -128,9 +132,9 @@ def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
         total, running = np.zeros(n), np.ones(n, bool)
         while running.any():
             actions, state = agent.act_eval(obs, state)
-            obs, rewards, terminated, truncated, _ = env.step(actions)
-            total += rewards * running
-            running &= ~(terminated | truncated)
+            obs, rewards, terminated, truncated, info = env.step(actions)
+            total += game_rewards(rewards, info) * running
+            running &= ~game_over(terminated, truncated, info)
         env.close()
         returns += total.tolist()
     return returns
@@ -147,9 +151,9 @@ def record_videos(agent, hp, episodes: int, folder: Path, seed: int, human: bool
             if not human:
                 frames.append(env.call("render")[0])
             actions, state = agent.act_eval(obs, state)
-            obs, reward, terminated, truncated, _ = env.step(actions)
-            total += float(reward[0])
-            done = bool(terminated[0] or truncated[0])
+            obs, reward, terminated, truncated, info = env.step(actions)
+            total += float(game_rewards(reward, info)[0])
+            done = bool(game_over(terminated, truncated, info)[0])
         returns.append(total)
         if not human:
             paths.append(write_mp4(folder / f"episode_{ep:03d}.mp4", frames, env_fps(env)))
@@ -219,6 +223,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
             if same_step:
                 agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
                 stats.update(rewards, dones)
+                stats.update_games(info)
             else:  # next-step autoreset: envs that finished last step were just reset, not stepped
                 valid = ~prev_done
                 if valid.all():
@@ -338,9 +343,15 @@ def resolve_hparams(args, output_dir: Path):
     from rl.registry import agents as agent_registry
     from rl.registry import envs as env_registry
 
+    from rl.envs.atari import check_atari_id, is_atari_id
+
+    if is_atari_id(hp.env):  # PongNoFrameskip-v4, ALE/Pong-v5: ale-py's vector env, whatever the set's family
+        hp.env_type = "atari"
     agent_registry[hp.agent], env_registry[hp.env_type]  # fail early on unknown names
     if hp.env_type == "gym":
         check_env_id(hp.env)
+    elif hp.env_type == "atari":
+        check_atari_id(hp.env)
     return hp
 
 

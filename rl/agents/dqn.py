@@ -35,6 +35,10 @@ class DQN(Agent):
             self.memory.set_feature_fn(self.q.torso)
         self.explore = act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 1)
         self.greedy = act_select["greedy"]()
+        # `eval_deterministic=False`: evaluate with the final epsilon (Mnih et al. 2015 used 0.05), from a generator
+        # of its own so that evaluating never moves the training stream
+        self.eval_explore = (None if hp.eval_deterministic
+                             else act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 3))
         self.loss_fn = grad_comp[hp.grad_comp]
         if "c51" in hp.grad_comp and not hasattr(self.q, "log_probs"):
             raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network: set model=c51_network")
@@ -55,6 +59,8 @@ class DQN(Agent):
             actions = self.greedy(q_values())
             self.q.train()
             return actions
+        if deterministic and self.eval_explore is not None:
+            return self.eval_explore(q_values, self.hp.train_steps, len(obs))
         if deterministic:
             return self.greedy(q_values())
         if self.env_steps < self.hp.learning_starts:  # warm-up: SB3's off-policy algorithms act uniformly at random

@@ -44,7 +44,10 @@ class OnPolicyAgent(Agent):
         self.model = models[hp.model].build(hp, obs_space, action_space).to(self.device)
         self.optimizer = FlatAdam(self.model, hp.lr, hp.adam_eps)
         self.policy = act_select[hp.act_select].build(hp, action_space, seed=seed + 1)
-        self.greedy = act_select[f"deterministic_{hp.act_select}"].build(hp, action_space)
+        # evaluation acts greedily, or samples with a generator of its own (`eval_deterministic=False`), so that
+        # evaluating never moves the training policy's random stream
+        self.greedy = (act_select[f"deterministic_{hp.act_select}"].build(hp, action_space) if hp.eval_deterministic
+                       else act_select[hp.act_select].build(hp, action_space, seed=seed + 3))
         self.loss_fn = grad_comp[hp.grad_comp]
         self.recurrent = self.model.hidden_shape is not None
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)

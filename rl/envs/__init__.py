@@ -16,6 +16,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from rl.envs import (
+    atari,  # noqa: F401  (registers the atari family)
     bullet,  # noqa: F401  (registers the PyBullet ids with gymnasium)
     masked_cartpole,  # noqa: F401  (registers CartPoleNoVel-v1)
 )

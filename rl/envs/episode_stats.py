@@ -1,10 +1,26 @@
-"""Return and length of every finished episode in a vector env, and their means over the last 100."""
+"""Return and length of every finished episode in a vector env, and their means over the last 100.
+
+Some envs learn from episodes that are not what their users score: Atari clips rewards and may end a learning
+episode at each lost life. Such an env reports whole games in its info (`game_over`, `raw_reward`, `game_score`,
+`game_length`: rl/envs/atari.py); the statistics then also hold the game scores, and evaluation plays and scores whole
+games (`game_rewards`, `game_over`).
+"""
 
 from __future__ import annotations
 
 from collections import deque
 
 import numpy as np
+
+
+def game_rewards(rewards: np.ndarray, info: dict) -> np.ndarray:
+    """The rewards a score adds up: unclipped where the env clips what the agent learns from."""
+    return info.get("raw_reward", rewards)
+
+
+def game_over(terminated: np.ndarray, truncated: np.ndarray, info: dict) -> np.ndarray:
+    """Where a whole game ended: the env's own mark where a learning episode can be shorter (a lost life)."""
+    return info.get("game_over", terminated | truncated)
 
 
 class EpisodeStats:
@@ -16,6 +32,18 @@ class EpisodeStats:
         self.recent_returns: deque[float] = deque(maxlen=window)
         self.recent_lengths: deque[int] = deque(maxlen=window)
         self.episodes = 0
+        self.recent_scores: deque[float] = deque(maxlen=window)  # whole games, unclipped (envs that report them)
+        self.recent_game_lengths: deque[int] = deque(maxlen=window)
+        self.games = 0
+
+    def update_games(self, info: dict) -> None:
+        """Record the games that ended this step, where the env reports them (`game_score`)."""
+        if "game_score" not in info:
+            return
+        for i in np.flatnonzero(info["game_over"]):
+            self.recent_scores.append(float(info["game_score"][i]))
+            self.recent_game_lengths.append(int(info["game_length"][i]))
+            self.games += 1
 
     def update(self, rewards: np.ndarray, dones: np.ndarray, counted: np.ndarray | None = None) -> None:
         """`counted` masks out steps that are not part of an episode (next-step autoreset's reset step)."""
@@ -34,8 +62,15 @@ class EpisodeStats:
             self.lengths[dones] = 0
 
     def summary(self) -> dict:
-        if not self.recent_returns:
-            return {}
-        return {"charts/episode_return_mean": float(np.mean(self.recent_returns)),
-                "charts/episode_length_mean": float(np.mean(self.recent_lengths)),
-                "charts/episodes": self.episodes}
+        """`episode_*`: the learning episodes, with the rewards the agent learns from; `game_*`: whole games and
+        their unclipped scores, for envs that report them."""
+        out = {}
+        if self.recent_returns:
+            out.update({"charts/episode_return_mean": float(np.mean(self.recent_returns)),
+                        "charts/episode_length_mean": float(np.mean(self.recent_lengths)),
+                        "charts/episodes": self.episodes})
+        if self.recent_scores:
+            out.update({"charts/game_score_mean": float(np.mean(self.recent_scores)),
+                        "charts/game_length_mean": float(np.mean(self.recent_game_lengths)),
+                        "charts/games": self.games})
+        return out
