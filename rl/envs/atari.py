@@ -90,7 +90,7 @@ class AtariVecEnv(VectorEnv):
         if render_mode is not None:  # full-size colour frames of the same episodes, for video or a window
             self.twin = AtariVectorEnv(game, num_envs, stack_num=1, img_height=210, img_width=160, grayscale=False,
                                        num_threads=1, **common)
-        self.env_id, self.game, self.render_mode = env_id, game, render_mode
+        self.env_id, self.game, self.render_mode, self.sticky = env_id, game, render_mode, sticky
         self.num_envs = num_envs
         self.single_observation_space = self.ale.single_observation_space
         self.single_action_space = self.ale.single_action_space
