@@ -57,7 +57,8 @@ def base() -> HParams:
     d("channels_last", False, "convolutional torsos: channels-last memory format (faster on some CPUs and GPUs)")
     # system
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
-    d("precision", "fp32", "fp32, or bf16: forward passes and losses under bfloat16 autocast (weights stay fp32)")
+    d("precision", "fp32", "fp32, or bf16: on-policy agents run forward passes under bfloat16 autocast (weights, "
+      "gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 elsewhere)")
     d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)")
     d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
     return hp

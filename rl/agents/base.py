@@ -11,9 +11,22 @@ two episodes. `state_dict` holds everything a resumed run needs: networks, optim
 from __future__ import annotations
 
 import abc
+import contextlib
 
 import numpy as np
 import torch
+
+from rl.errors import ConfigError
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def cpu_has_bf16() -> bool:
+    """True when this CPU runs bfloat16 natively (AVX-512 BF16 or AMX); elsewhere bf16 is emulated, slower than fp32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 class Agent(abc.ABC):
@@ -24,6 +37,16 @@ class Agent(abc.ABC):
         self.num_envs, self.seed = num_envs, seed
         self.device = torch.device(hp.device)
         self.env_steps = 0
+        precision = hp.precision if "precision" in hp else "fp32"
+        if precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {precision!r}: valid: {', '.join(PRECISIONS)}")
+        # bf16 where the hardware has it (CUDA; CPUs with AVX-512 BF16/AMX); emulated bf16 would only be slower
+        self.bf16 = precision == "bf16" and (self.device.type == "cuda" or cpu_has_bf16())
+
+    def autocast(self):
+        """The forward passes and losses run under bfloat16 autocast with `precision=bf16` (weights, optimizer state
+        and gradients stay fp32); a no-op otherwise."""
+        return torch.autocast(self.device.type, torch.bfloat16) if self.bf16 else contextlib.nullcontext()
 
     def to_tensor(self, obs: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.asarray(obs)).to(self.device)

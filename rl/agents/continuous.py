@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from rl.act_select.continuous import BoxScaler
-from rl.agents.base import Agent
+from rl.agents.base import Agent, cpu_has_bf16
 from rl.agents.flat_adam import FlatAdam, flatten_parameters
 from rl.errors import ConfigError
 from rl.registry import act_select, agents, grad_comp, memory, models
@@ -48,13 +48,6 @@ def matmul_precision(precision: str):
         yield
     finally:
         torch.set_float32_matmul_precision(old)
-
-
-def cpu_has_bf16() -> bool:
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 class ActorCriticAgent(Agent):

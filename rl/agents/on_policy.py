@@ -70,7 +70,7 @@ class OnPolicyAgent(Agent):
             return self.act_eval(obs, self.hidden)[0]
         x = self._input(obs, update_stats=True)
         with torch.inference_mode():
-            params, values, hidden = self.model(x, self.hidden)
+            params, values, hidden = self._forward(x, self.hidden)
             step = self.policy(params)
         self._cache = (x, step.actions, step.log_probs, values, self.hidden, hidden)
         self.hidden = hidden
@@ -81,7 +81,7 @@ class OnPolicyAgent(Agent):
 
     def act_eval(self, obs: np.ndarray, state):
         with torch.inference_mode():
-            params, _, state = self.model(self._input(obs), state)
+            params, _, state = self._forward(self._input(obs), state)
             return self.greedy(params).env_actions, state
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
@@ -109,11 +109,19 @@ class OnPolicyAgent(Agent):
         return (hp.lr * (remaining if hp.lr_decay else 1.0),
                 hp.clip_range * (remaining if hp.clip_decay else 1.0))
 
+    def _forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None):
+        """The model's step, under bf16 autocast with `precision=bf16`; outputs in fp32 for the policy and loss."""
+        with self.autocast():
+            params, values, hidden = self.model(x, hidden)
+        return _fp32(params), values.float(), None if hidden is None else hidden.float()
+
     def _evaluate(self, batch, need_entropy: bool):
-        if self.recurrent:
-            params, values = self.model.forward_sequence(batch.obs, batch.hidden, batch.starts)
-        else:
-            params, values, _ = self.model(batch.obs)
+        with self.autocast():
+            if self.recurrent:
+                params, values = self.model.forward_sequence(batch.obs, batch.hidden, batch.starts)
+            else:
+                params, values, _ = self.model(batch.obs)
+        params, values = _fp32(params), values.float()
         entropy = self.policy.entropy(params) if need_entropy else None
         return self.policy.log_prob(params, batch.actions), entropy, values
 
@@ -123,10 +131,7 @@ class OnPolicyAgent(Agent):
         hp, mem = self.hp, self.memory
         lr, clip = self._schedule()
         self.optimizer.lr = lr
-        with torch.inference_mode():  # V(real_next_obs) of every stored step, in one forward pass
-            next_hidden = mem.next_hidden.flatten(0, 1).to(self.device) if self.recurrent else None
-            _, next_values, _ = self.model(mem.next_obs.flatten(0, 1).to(self.device), next_hidden)
-        mem.compute_advantages(next_values, hp.gamma, hp.gae_lambda)
+        mem.compute_advantages(self._next_values(), hp.gamma, hp.gae_lambda)
         batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
         coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
                      normalize_advantage=hp.normalize_advantage)
@@ -155,6 +160,22 @@ class OnPolicyAgent(Agent):
         info.pop("stopped", None)
         info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
         return info
+
+    def _next_values(self) -> torch.Tensor:
+        """V(real_next_obs) of every stored step, [T, N]. Inside an episode the next observation is the next step's
+        observation (and, recurrent, the next hidden state its state), valued already when acting; only the steps
+        that ended an episode (their final observation) and the rollout's last step need a forward pass."""
+        mem, T = self.memory, self.memory.pos
+        next_values = torch.empty(T, self.num_envs)
+        next_values[:-1] = mem.values[1:T]
+        need = mem.dones[:T].bool()
+        need[-1] = True
+        where = need.nonzero(as_tuple=True)
+        hidden = mem.next_hidden[where].to(self.device) if self.recurrent else None
+        with torch.inference_mode():
+            _, values, _ = self._forward(mem.next_obs[where].to(self.device), hidden)
+        next_values[where] = values.cpu()
+        return next_values
 
     def _step(self, loss: torch.Tensor) -> None:
         """One optimizer step on autograd's gradient of `loss`, clipped by global norm."""
@@ -199,6 +220,11 @@ class OnPolicyAgent(Agent):
             self.memory.cut()
         self.hidden = self.model.initial_state(self.num_envs, self.device)
         self.starts[:] = 1.0
+
+
+def _fp32(params):
+    """Policy parameters (logits, or a Gaussian's mean and log-std) in fp32."""
+    return tuple(p.float() for p in params) if isinstance(params, tuple) else params.float()
 
 
 for _name in ("vpg", "a2c", "ppo"):
