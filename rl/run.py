@@ -215,10 +215,15 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     def due(kind: str, interval: int) -> bool:
         return interval > 0 and agent.env_steps // interval > last[kind] // interval
 
+    clock = {"perf/act_s": 0.0, "perf/env_s": 0.0, "perf/learn_s": 0.0}  # where this run's time goes
+
     with StopFlag() as stop:
         while agent.env_steps < hp.train_steps and not stop.signum:
+            t0 = time.perf_counter()
             actions = agent.act(obs)
+            t1 = time.perf_counter()
             next_obs, rewards, terminated, truncated, info = env.step(actions)
+            t2 = time.perf_counter()
             dones = terminated | truncated
             if same_step:
                 agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
@@ -237,7 +242,12 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
             if same_step and dones.any():
                 agent.reset_episodes(dones)
             obs = next_obs
+            t3 = time.perf_counter()
             diagnostics = agent.update() or diagnostics
+            t4 = time.perf_counter()
+            clock["perf/act_s"] += (t1 - t0) + (t3 - t2)  # acting, and storing what the step produced
+            clock["perf/env_s"] += t2 - t1
+            clock["perf/learn_s"] += t4 - t3
             if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
                 returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
                 best.offer(agent, returns)
@@ -245,7 +255,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
                 last["eval"] = agent.env_steps
                 last["log"] = -1  # log this evaluation now
             if due("log", hp.log_interval) or last["log"] < 0:
-                logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row})
+                logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **clock})
                 eval_row, last["log"] = {}, agent.env_steps
             if due("ckpt", hp.checkpoint_interval):
                 checkpoint()
