@@ -5,6 +5,7 @@
 
 from rl.models import (  # noqa: F401  (registers members)  # noqa: F401  (replay family, issue 5)
     actor_critic,  # noqa: F401
+    cnn,
     continuous,  # noqa: F401
     distributional,
     mlp,

@@ -22,12 +22,21 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
+@torch.no_grad()
 def init_orthogonal(module: nn.Module, gain: float = math.sqrt(2)) -> None:
-    """Orthogonal weights and zero biases for every Linear layer (the PPO/A2C convention)."""
-    for m in module.modules():
-        if isinstance(m, nn.Linear):
-            nn.init.orthogonal_(m.weight, gain)
-            nn.init.zeros_(m.bias)
+    """Orthogonal weights and zero biases for every Linear and Conv2d layer (the PPO/A2C convention; CleanRL and SB3
+    treat conv layers so too). A module with `self_initialised = True` (impala_cnn under Fixup) keeps its own
+    initialisation, and so does everything inside it."""
+    if getattr(module, "self_initialised", False):
+        return
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        # filled through a contiguous tensor (the same draws): orthogonal_ cannot fill a channels-last weight in place
+        module.weight.copy_(nn.init.orthogonal_(torch.empty_like(module.weight, memory_format=torch.contiguous_format),
+                                                gain))
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    for child in module.children():
+        init_orthogonal(child, gain)
 
 
 @models.register("mlp")
