@@ -123,8 +123,12 @@ class ActorCritic(nn.Module):
         return torch.zeros(batch, *self.hidden_shape, device=device) if self.recurrent else None
 
     def _heads(self, feats: list[torch.Tensor]):
-        value = F.linear(feats[-1], self.v_head.weight, self.v_head.bias).squeeze(-1)
-        return self.pi_head.forward(feats[0]), value
+        """The heads run in fp32 even under bf16 autocast (precision=bf16 speeds up the torso): PPO's probability
+        ratio and the value targets need more than bf16's 8 mantissa bits, and the heads cost nothing."""
+        with torch.autocast(feats[0].device.type, enabled=False):
+            feats = [f.float() for f in feats]
+            value = F.linear(feats[-1], self.v_head.weight, self.v_head.bias).squeeze(-1)
+            return self.pi_head.forward(feats[0]), value
 
     def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None):
         """One step: (policy parameters, values [B], next hidden state [B, streams, H] or None)."""
