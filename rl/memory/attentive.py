@@ -10,7 +10,8 @@ Where the two inputs come from (memory/ knows nothing of models):
   of the most recently inserted rollout", ../shared/REFERENCE.md 5.3). An agent may instead call
   `set_reference(obs)` with the observations it just acted on; the newest of the two is used. With N envs a candidate's
   distance is the one to its nearest current state.
-- The features: with `attentive_features=obs` the flattened raw observations (any agent, nothing to wire); with
+- The features: with `attentive_features=obs` the flattened raw observations (any agent, nothing to wire; frame
+  stacked memories compare the decoded pixels, not the frame ids); with
   `attentive_features=model` a function the agent hands over with `set_feature_fn(fn)` (DQN passes its torso), called
   on a torch batch without gradients at sampling time, so the features are the current network's.
 Similarity is the negative Euclidean distance between features (the paper leaves F open; B uses the same L2 norm).
@@ -65,7 +66,7 @@ class AttentiveMemory(ReplayMemory):
 
     def set_reference(self, obs) -> None:
         """The states the agent is in now (a batch [N, ...])."""
-        self.reference = np.array(obs, dtype=self.obs.dtype, copy=True).reshape(-1, *self.obs.shape[1:])
+        self.reference = np.array(obs, dtype=self.obs_dtype, copy=True).reshape(-1, *self.obs_shape)
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         super().add(obs, actions, rewards, next_obs, terminated, truncated)
@@ -85,10 +86,10 @@ class AttentiveMemory(ReplayMemory):
         if self.size == 0:
             raise ValueError("cannot sample from an empty memory")
         pool = max(batch_size, int(round(self.lam * batch_size)))
-        candidates = self.rng.integers(0, self.size, pool)
+        candidates = self._uniform(pool)
         if pool == batch_size or self.reference is None:
             return self.gather(candidates)
-        feats = self._features(np.concatenate([self.obs[candidates], self.reference]))
+        feats = self._features(np.concatenate([self._pixels(self.obs[candidates]), self.reference]))
         dist = torch.cdist(feats[:pool], feats[pool:]).min(dim=1).values.numpy()
         nearest = np.argpartition(dist, batch_size - 1)[:batch_size]
         return self.gather(candidates[nearest])

@@ -52,8 +52,9 @@ class PrioritizedMemory(ReplayMemory):
             raise ValueError("cannot sample from an empty memory")
         total = self.tree.total
         if total <= 0:  # every priority is zero: nothing to prefer, sample uniformly with unit weights
-            return self.gather(self.rng.integers(0, self.size, batch_size))
-        idx = self.tree.sample(batch_size, self.rng)
+            return self.gather(self._uniform(batch_size))
+        idx = self._redraw_lost(self.tree.sample(batch_size, self.rng),
+                                lambda k: self.tree.find(self.rng.random(k) * total))
         probs = self.tree.get(idx) / total
         p_min = self.tree.min / total
         beta = self.beta

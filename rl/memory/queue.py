@@ -25,4 +25,9 @@ class QueueMemory(ReplayMemory):
         if self.size == 0:
             raise ValueError("cannot sample from an empty queue")
         age = np.arange(batch_size) % self.size  # 0 = the newest item
-        return self.gather((self.pos - 1 - age) % self.capacity)
+        idx = (self.pos - 1 - age) % self.capacity
+        if self._lost(idx).any():  # the frame ring reused some frames: cycle through the usable items only
+            held = (self.pos - 1 - np.arange(self.size)) % self.capacity
+            held = held[~self._lost(held)]
+            idx = held[np.arange(batch_size) % len(held)]
+        return self.gather(idx)
