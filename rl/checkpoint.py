@@ -71,8 +71,10 @@ def _short(exc: Exception) -> str:
 
 
 def read(path: Path, map_location="cpu") -> dict:
-    """Load one checkpoint file with `weights_only=True`; raises if it is unreadable or not a complete checkpoint."""
-    state = torch.load(path, map_location=map_location, weights_only=True)
+    """Load one checkpoint file with `weights_only=True`; raises if it is unreadable or not a complete checkpoint.
+    Memory-mapped: a replay memory's frames are read from the page cache as they are copied into the agent, so
+    restoring a large memory does not hold it twice in RAM."""
+    state = torch.load(path, map_location=map_location, weights_only=True, mmap=True)
     if not isinstance(state, dict) or not state.get("complete") or "agent" not in state:
         raise ValueError("not a complete rl checkpoint")
     return state

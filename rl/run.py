@@ -197,6 +197,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     found = load_newest(output_dir)
     if found is not None:
         restore_checked(agent, found[0], found[1], stats)
+        del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
         print(f"resuming from step {agent.env_steps}", flush=True)
     start = agent.env_steps
     same_step = is_same_step(env)
