@@ -351,10 +351,9 @@ def resolve_hparams(args, output_dir: Path):
         if getattr(hp, name) <= 0:
             raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
     from rl.envs import check_env_id
+    from rl.envs.atari import check_atari_id, is_atari_id
     from rl.registry import agents as agent_registry
     from rl.registry import envs as env_registry
-
-    from rl.envs.atari import check_atari_id, is_atari_id
 
     if is_atari_id(hp.env):  # PongNoFrameskip-v4, ALE/Pong-v5: ale-py's vector env, whatever the set's family
         hp.env_type = "atari"

@@ -24,7 +24,6 @@ import os
 import re
 
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from rl.errors import ConfigError

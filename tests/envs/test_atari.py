@@ -37,7 +37,7 @@ def test_shapes_dtypes_and_clipped_rewards():
     assert env.single_action_space.n == 6
     obs, _ = env.reset(seed=0)
     assert obs.shape == (3, 4, 84, 84) and obs.dtype == np.uint8
-    for _, (obs, rewards, terminated, truncated, info) in play(env, 200):
+    for _, (obs, rewards, terminated, truncated, _info) in play(env, 200):
         assert obs.shape == (3, 4, 84, 84) and obs.dtype == np.uint8
         assert rewards.dtype == np.float32 and rewards.shape == (3,)
         assert terminated.dtype == truncated.dtype == np.bool_
