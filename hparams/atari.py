@@ -26,6 +26,7 @@ def _atari(hp: HParams) -> HParams:
     hp.terminal_on_life_loss, hp.reward_clipping = True, True
     hp.torso = "nature_cnn"
     hp.torch_threads = 2  # convolutions on a batch: both cores pay (the small MLP sets keep 1)
+    hp.device = "auto"  # a GPU where there is one
     hp.eval_deterministic = False
     hp.eval_episodes = 8
     hp.test_episodes = 10

@@ -68,8 +68,10 @@ class RolloutMemory:
                  action_dtype=np.int64, hidden_shape: tuple | None = None, device: str | torch.device = "cpu"):
         self.num_steps, self.num_envs, self.device = int(num_steps), int(num_envs), torch.device(device)
         T, N = self.num_steps, self.num_envs
-        self.obs = torch.zeros((T, N, *obs_shape), dtype=_storage_dtype(obs_dtype))
-        self.next_obs = torch.zeros_like(self.obs)
+        # pinned (page-locked) on a CUDA run: minibatches of observations then copy to the GPU asynchronously
+        pin = self.device.type == "cuda"
+        self.obs = torch.zeros((T, N, *obs_shape), dtype=_storage_dtype(obs_dtype), pin_memory=pin)
+        self.next_obs = torch.zeros_like(self.obs, pin_memory=pin)
         self.actions = torch.zeros((T, N, *action_shape), dtype=_storage_dtype(action_dtype))
         for name in ("rewards", "terminated", "dones", "values", "log_probs", "advantages", "returns"):
             setattr(self, name, torch.zeros((T, N)))
@@ -125,17 +127,17 @@ class RolloutMemory:
         (backpropagation through time truncated to seq_len steps: seq_len sequential GRU steps instead of T)."""
         T, N = self.pos, self.num_envs
         dev = self.device
-        if not self.recurrent:
-            flat = [x[:T].flatten(0, 1) for x in (self.obs, self.actions, self.log_probs, self.values,
-                                                  self.advantages, self.returns)]
+        if not self.recurrent:  # the rollout moves to the device once (a no-op on the CPU), minibatches index it there
+            flat = [x[:T].flatten(0, 1).to(dev, non_blocking=True)
+                    for x in (self.obs, self.actions, self.log_probs, self.values, self.advantages, self.returns)]
             total = T * N
             if batch_size >= total:
-                yield RolloutBatch(*(x.to(dev, non_blocking=True) for x in flat))
+                yield RolloutBatch(*flat)
                 return
-            perm = torch.randperm(total, generator=generator)
+            perm = torch.randperm(total, generator=generator).to(dev)
             for start in range(0, total, batch_size):
                 idx = perm[start:start + batch_size]
-                yield RolloutBatch(*(x[idx].to(dev, non_blocking=True) for x in flat))
+                yield RolloutBatch(*(x[idx] for x in flat))
             return
         L = seq_len if 0 < seq_len < T and T % seq_len == 0 else T
         chunks = T // L  # each env's rollout is cut into `chunks` sequences of L steps
@@ -143,17 +145,17 @@ class RolloutMemory:
         def seq(x):  # [T, N, ...] -> [L, chunks * N, ...]: sequence j = (chunk j // N, env j % N)
             return x[:T].reshape(chunks, L, N, *x.shape[2:]).transpose(0, 1).reshape(L, chunks * N, *x.shape[2:])
 
-        layout = [seq(x) for x in (self.obs, self.actions, self.log_probs, self.values, self.advantages,
-                                   self.returns, self.starts)]
-        first_hidden = self.hidden[:T:L].reshape(chunks * N, *self.hidden.shape[2:])  # the state each sequence began in
+        layout = [seq(x).to(dev, non_blocking=True) for x in (self.obs, self.actions, self.log_probs, self.values,
+                                                              self.advantages, self.returns, self.starts)]
+        first_hidden = self.hidden[:T:L].reshape(chunks * N, *self.hidden.shape[2:]).to(dev)  # each sequence's start
         count = chunks * N
         per_batch = max(1, batch_size // L)
-        perm = torch.randperm(count, generator=generator) if per_batch < count else torch.arange(count)
+        perm = (torch.randperm(count, generator=generator) if per_batch < count else torch.arange(count)).to(dev)
         for start in range(0, count, per_batch):
             idx = perm[start:start + per_batch]
-            obs, actions, log_probs, values, adv, returns, starts = (x[:, idx].to(dev) for x in layout)
+            obs, actions, log_probs, values, adv, returns, starts = (x[:, idx] for x in layout)
             flat = [x.flatten(0, 1) for x in (actions, log_probs, values, adv, returns)]
-            yield RolloutBatch(obs, *flat, first_hidden[idx].to(dev), starts)
+            yield RolloutBatch(obs, *flat, first_hidden[idx], starts)
 
     def reset(self) -> None:
         self.pos = 0
