@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rl.agents.base import resolve_device
 from rl.checkpoint import load_checkpoint, load_newest, read_best, save, save_best
 from rl.envs import is_same_step, make_env
 from rl.envs.episode_stats import EpisodeStats, game_over, game_rewards
@@ -40,8 +41,7 @@ def configure_torch(hp) -> None:
     Adam's moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU
     arithmetic on denormals is tens of times slower: without flushing, the optimizer step dominates a small
     network's update."""
-    if hp.device == "auto":
-        hp.device = "cuda" if torch.cuda.is_available() else "cpu"
+    hp.device = resolve_device(hp.device)
     limit_threads(hp.torch_threads)
     torch.set_flush_denormal(True)
 

@@ -21,6 +21,11 @@ from rl.errors import ConfigError
 PRECISIONS = ("fp32", "bf16")
 
 
+def resolve_device(name: str) -> str:
+    """`auto` is CUDA when torch sees a GPU, else the CPU; any other name is torch's."""
+    return ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
+
+
 def cpu_has_bf16() -> bool:
     """True when this CPU runs bfloat16 natively (AVX-512 BF16 or AMX); elsewhere bf16 is emulated, slower than fp32."""
     try:
@@ -35,6 +40,7 @@ class Agent(abc.ABC):
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         self.hp, self.obs_space, self.action_space = hp, obs_space, action_space
         self.num_envs, self.seed = num_envs, seed
+        hp.device = resolve_device(hp.device)  # the memories and models read it too
         self.device = torch.device(hp.device)
         self.env_steps = 0
         precision = hp.precision if "precision" in hp else "fp32"
