@@ -88,8 +88,7 @@ def snapshot(agent, include_memory: bool = True, stats: EpisodeStats | None = No
     """What a checkpoint holds: the agent's state, torch's global RNG and the recent episode statistics."""
     state = {"agent": agent.state_dict(include_memory=include_memory), "torch_rng": torch.get_rng_state()}
     if stats is not None:
-        state["episode_stats"] = {"returns": list(stats.recent_returns), "lengths": list(stats.recent_lengths),
-                                  "scores": list(stats.recent_scores), "game_lengths": list(stats.recent_game_lengths)}
+        state["episode_stats"] = stats.state_dict()
     return state
 
 
@@ -102,10 +101,7 @@ def restore(agent, state: dict, stats: EpisodeStats | None = None, include_memor
     agent.load_state_dict(agent_state)
     torch.set_rng_state(state["torch_rng"])
     if stats is not None and "episode_stats" in state:
-        stats.recent_returns.extend(state["episode_stats"]["returns"])
-        stats.recent_lengths.extend(state["episode_stats"]["lengths"])
-        stats.recent_scores.extend(state["episode_stats"].get("scores", []))
-        stats.recent_game_lengths.extend(state["episode_stats"].get("game_lengths", []))
+        stats.load_state_dict(state["episode_stats"])
 
 
 def restore_checked(agent, state: dict, path, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:

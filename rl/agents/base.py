@@ -43,11 +43,10 @@ class Agent(abc.ABC):
         hp.device = resolve_device(hp.device)  # the memories and models read it too
         self.device = torch.device(hp.device)
         self.env_steps = 0
-        precision = hp.precision if "precision" in hp else "fp32"
-        if precision not in PRECISIONS:
-            raise ConfigError(f"unknown precision {precision!r}: valid: {', '.join(PRECISIONS)}")
+        if hp.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {hp.precision!r}: valid: {', '.join(PRECISIONS)}")
         # bf16 where the hardware has it (CUDA; CPUs with AVX-512 BF16/AMX); emulated bf16 would only be slower
-        self.bf16 = precision == "bf16" and (self.device.type == "cuda" or cpu_has_bf16())
+        self.bf16 = hp.precision == "bf16" and (self.device.type == "cuda" or cpu_has_bf16())
 
     def autocast(self):
         """The forward passes and losses run under bfloat16 autocast with `precision=bf16` (weights, optimizer state

@@ -61,6 +61,17 @@ class EpisodeStats:
             self.returns[dones] = 0.0
             self.lengths[dones] = 0
 
+    # checkpoint keys of the windows (the keys older checkpoints used for the first two)
+    WINDOWS = {"returns": "recent_returns", "lengths": "recent_lengths", "scores": "recent_scores",
+               "game_lengths": "recent_game_lengths"}
+
+    def state_dict(self) -> dict:
+        return {key: list(getattr(self, name)) for key, name in self.WINDOWS.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, name in self.WINDOWS.items():
+            getattr(self, name).extend(state.get(key, []))
+
     def summary(self) -> dict:
         """`episode_*`: the learning episodes, with the rewards the agent learns from; `game_*`: whole games and
         their unclipped scores, for envs that report them."""
