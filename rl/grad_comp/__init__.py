@@ -5,4 +5,5 @@ from rl.grad_comp import (
     c51,  # noqa: F401  (replay family, issue 5)
     policy_gradient,  # noqa: F401
     td,  # noqa: F401  (registers members)
+    vtrace,  # noqa: F401
 )
