@@ -7,7 +7,8 @@ over the first `attentive_anneal_fraction` of the run (the paper's "bias anneali
 
 Where the two inputs come from (memory/ knows nothing of models):
 - The current state: by default the `next_obs` of the newest batch added, i.e. where each env is now (B's "last state
-  of the most recently inserted rollout", ../shared/REFERENCE.md 5.3). An agent may instead call
+  of the most recently inserted rollout", ../shared/REFERENCE.md 5.3); where batches of several workers each hold
+  some env rows (`add(..., rows=...)`), the newest `next_obs` of every row seen. An agent may instead call
   `set_reference(obs)` with the observations it just acted on; the newest of the two is used. With N envs a candidate's
   distance is the one to its nearest current state.
 - The features: with `attentive_features=obs` the flattened raw observations (any agent, nothing to wire; frame
@@ -46,6 +47,8 @@ class AttentiveMemory(ReplayMemory):
         self.lam0, self.anneal_fraction, self.features = float(lam), float(anneal_fraction), features
         self.feature_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
         self.reference: np.ndarray | None = None
+        self.now = np.zeros((0, *self.obs_shape), self.obs_dtype)  # with `rows`: each env row's newest next_obs
+        self.seen = np.zeros(0, bool)  # the rows `now` holds
 
     @classmethod
     def options(cls, hp) -> dict:
@@ -68,9 +71,19 @@ class AttentiveMemory(ReplayMemory):
         """The states the agent is in now (a batch [N, ...])."""
         self.reference = np.array(obs, dtype=self.obs_dtype, copy=True).reshape(-1, *self.obs_shape)
 
-    def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        super().add(obs, actions, rewards, next_obs, terminated, truncated)
-        self.set_reference(next_obs)
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
+        super().add(obs, actions, rewards, next_obs, terminated, truncated, rows=rows)
+        if rows is None:
+            self.set_reference(next_obs)
+            return
+        rows = np.asarray(rows, np.int64)  # checked by ReplayMemory.add
+        grow = int(rows.max(initial=-1)) + 1 - len(self.seen)
+        if grow > 0:
+            self.now = np.concatenate([self.now, np.zeros((grow, *self.obs_shape), self.obs_dtype)])
+            self.seen = np.concatenate([self.seen, np.zeros(grow, bool)])
+        self.now[rows] = np.asarray(next_obs).reshape(-1, *self.obs_shape)
+        self.seen[rows] = True
+        self.set_reference(self.now[self.seen])
 
     def _features(self, obs: np.ndarray) -> torch.Tensor:
         x = torch.from_numpy(obs)

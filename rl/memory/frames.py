@@ -28,6 +28,8 @@ import math
 import numpy as np
 import torch
 
+from rl.memory.n_step import env_rows
+
 BLANK = np.iinfo(np.int64).max  # the id of the all-zero frame: above every real id, so `min` over a stack skips it
 
 
@@ -54,27 +56,36 @@ class FrameStore:
         self.last = np.zeros((self.num_envs, self.stack), np.int64)  # each row's newest stack: its last next_obs
         self.has_last = np.zeros(self.num_envs, bool)
 
-    def encode(self, obs, next_obs) -> tuple[np.ndarray, np.ndarray]:
-        """The id stacks [rows, stack] of obs and next_obs, writing only the frames not stored yet. Row i continues
-        row i of the previous add (a vector env's env i) where obs equals that row's last next_obs."""
+    def encode(self, obs, next_obs, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """The id stacks [count, stack] of obs and next_obs, writing only the frames not stored yet. Transition i
+        belongs to env row rows[i] (by default row i: a vector env's env i) and continues that row's previous stack
+        where obs equals the row's last next_obs."""
         obs, next_obs = np.asarray(obs, np.uint8), np.asarray(next_obs, np.uint8)
-        rows = len(obs)
-        if rows > self.num_envs:
-            raise ValueError(f"frame store sized for {self.num_envs} envs got {rows} transitions in one add "
-                             f"(build the memory with num_envs >= {rows})")
-        same = self.has_last[:rows].copy()
+        count = len(obs)
+        if rows is None:
+            if count > self.num_envs:
+                raise ValueError(f"frame store sized for {self.num_envs} envs got {count} transitions in one add "
+                                 f"(build the memory with num_envs >= {count})")
+            rows = slice(0, count)
+        else:
+            rows = env_rows(rows, count)
+            if rows.max(initial=-1) >= self.num_envs:
+                raise ValueError(f"frame store sized for {self.num_envs} envs got env row {rows.max()} "
+                                 f"(build the memory with num_envs > {rows.max()})")
+        last = self.last[rows]
+        same = self.has_last[rows].copy()
         if same.any():
             known = np.flatnonzero(same)
-            same[known] = _rows_equal(self.decode(self.last[known]), obs[known])
-        obs_ids = np.empty((rows, self.stack), np.int64)
-        obs_ids[same] = self.last[:rows][same]
+            same[known] = _rows_equal(self.decode(last[known]), obs[known])
+        obs_ids = np.empty((count, self.stack), np.int64)
+        obs_ids[same] = last[same]
         obs_ids[~same] = self.write(obs[~same])
         shifted = _rows_equal(next_obs[:, :-1], obs[:, 1:])
         next_ids = np.empty_like(obs_ids)
         next_ids[shifted, :-1] = obs_ids[shifted, 1:]
         next_ids[shifted, -1:] = self.write(next_obs[shifted, -1:])
         next_ids[~shifted] = self.write(next_obs[~shifted])
-        self.last[:rows], self.has_last[:rows] = next_ids, True
+        self.last[rows], self.has_last[rows] = next_ids, True
         return obs_ids, next_ids
 
     def write(self, stacks: np.ndarray) -> np.ndarray:

@@ -97,9 +97,9 @@ class MixedMemory:
         """Items available to every share: the smallest buffer that a batch draws from."""
         return min(len(b) for b, r in zip(self.buffers, self.ratios) if r > 0)
 
-    def add(self, *transition) -> None:
+    def add(self, *transition, rows=None) -> None:
         for b in self.buffers:
-            b.add(*transition)
+            b.add(*transition, rows=rows)
 
     def set_reference(self, obs) -> None:
         for b in self.buffers:

@@ -9,13 +9,26 @@ terminated tail never bootstraps; a truncated tail bootstraps from the final obs
 
 Batches carry one row per env. With next-step autoreset (native vector envs) the loop drops the rows of envs that
 were reset this step; those are exactly the envs whose episode ended at the previous call, so the window maps the
-remaining rows to envs by that mask.
+remaining rows to envs by that mask. A caller that knows which env each row is (batches from several collection
+workers, each owning a block of env rows) passes `rows` instead; the windows then grow to the largest row seen.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+
+def env_rows(rows, count: int) -> np.ndarray:
+    """`rows` (the env row of each of a batch's `count` transitions) as distinct non-negative int64s, or a
+    ValueError."""
+    rows = np.asarray(rows)
+    if rows.shape != (count,) or (count and not np.issubdtype(rows.dtype, np.integer)):
+        raise ValueError(f"rows must be {count} ints, one per transition, got {rows.dtype} {rows.shape}")
+    rows = rows.astype(np.int64, copy=False)
+    if count and (rows.min() < 0 or len(np.unique(rows)) != count):
+        raise ValueError(f"rows must be distinct non-negative env rows, got {rows.tolist()}")
+    return rows
 
 
 class NStepWindow:
@@ -27,40 +40,59 @@ class NStepWindow:
         if n < 1:
             raise ValueError(f"n_step must be >= 1, got {n}")
         self.n, self.gamma = int(n), float(gamma)
-        self.num_envs = 0  # sized on the first add
+        self._clear()
+
+    def _clear(self) -> None:
+        """No window yet: they are sized on the first add."""
+        self.num_envs = 0
         self.length = np.zeros(0, np.int64)
         self.prev_done = np.zeros(0, bool)
         self.buf: dict[str, np.ndarray] = {}
 
-    def _allocate(self, batch: dict[str, np.ndarray]) -> None:
-        self.num_envs = len(batch["rewards"])
-        self.length = np.zeros(self.num_envs, np.int64)
-        self.prev_done = np.zeros(self.num_envs, bool)
-        self.buf = {f: np.zeros((self.num_envs, self.n, *np.shape(v)[1:]), np.asarray(v).dtype)
-                    for f, v in batch.items()}
+    def _allocate(self, batch: dict[str, np.ndarray], num_envs: int) -> None:
+        """Windows for `num_envs` envs: the existing ones kept, empty ones added (the first batch gives the fields'
+        shapes and dtypes)."""
+        if not self.buf:
+            self.buf = {f: np.zeros((0, self.n, *np.shape(v)[1:]), np.asarray(v).dtype) for f, v in batch.items()}
+        grow = num_envs - self.num_envs
+        self.length = np.concatenate([self.length, np.zeros(grow, np.int64)])
+        self.prev_done = np.concatenate([self.prev_done, np.zeros(grow, bool)])
+        self.buf = {f: np.concatenate([v, np.zeros((grow, *v.shape[1:]), v.dtype)]) for f, v in self.buf.items()}
+        self.num_envs = num_envs
 
-    def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> dict[str, np.ndarray] | None:
-        """Append one transition per env; return the completed n-step transitions (with `discounts`) or None."""
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated,
+            rows=None) -> dict[str, np.ndarray] | None:
+        """Append one transition per env; return the completed n-step transitions (with `discounts`) or None.
+        `rows` are the envs of the batch's rows (distinct ints); by default rows 0..len-1, or with fewer rows than
+        envs the envs that did not just end an episode (next-step autoreset)."""
         batch = dict(obs=np.asarray(obs), actions=np.asarray(actions), rewards=np.asarray(rewards, np.float32),
                      next_obs=np.asarray(next_obs), terminated=np.asarray(terminated, bool),
                      truncated=np.asarray(truncated, bool))
-        if not self.buf:
-            self._allocate(batch)
-        rows = len(batch["rewards"])
-        if rows == self.num_envs:
-            envs = np.arange(self.num_envs)
-        else:  # next-step autoreset: the envs reset this step sent no row
-            envs = np.flatnonzero(~self.prev_done)
-            if len(envs) != rows:
-                raise ValueError(f"n-step window: got {rows} rows for {self.num_envs} envs, of which "
-                                 f"{len(envs)} did not just end an episode")
+        count = len(batch["rewards"])
+        if rows is not None:
+            envs = env_rows(rows, count)
+            if not self.buf or envs.max(initial=-1) >= self.num_envs:  # sized by the largest row seen
+                self._allocate(batch, max(self.num_envs, int(envs.max(initial=-1)) + 1))
+        else:
+            if not self.buf:
+                self._allocate(batch, count)
+            if count == self.num_envs:
+                envs = np.arange(self.num_envs)
+            else:  # next-step autoreset: the envs reset this step sent no row
+                envs = np.flatnonzero(~self.prev_done)
+                if len(envs) != count:
+                    raise ValueError(f"n-step window: got {count} rows for {self.num_envs} envs, of which "
+                                     f"{len(envs)} did not just end an episode")
         pos = self.length[envs]
         for f, v in batch.items():
             self.buf[f][envs, pos] = v
         self.length[envs] += 1
         done = np.zeros(self.num_envs, bool)
         done[envs] = batch["terminated"] | batch["truncated"]
-        self.prev_done = done
+        if rows is None:
+            self.prev_done = done  # the envs that sent no row were reset: they did not just end
+        else:
+            self.prev_done[envs] = done[envs]  # the other envs' batches come on their own
         return self._emit(done)
 
     def _emit(self, done: np.ndarray) -> dict[str, np.ndarray] | None:
@@ -116,7 +148,7 @@ class NStepWindow:
 
     def load_state_dict(self, state: dict) -> None:
         if not state:
-            self.buf, self.num_envs = {}, 0
+            self._clear()
             return
         self.buf = {f: v.numpy().copy() for f, v in state["buf"].items()}
         self.length, self.prev_done = state["length"].numpy().copy(), state["prev_done"].numpy().copy()

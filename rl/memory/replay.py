@@ -1,8 +1,9 @@
 """Uniform experience replay (Lin 1992; Mnih et al. 2015) over preallocated numpy arrays.
 
-Transitions arrive in batches of N (one per env). `terminated` and `truncated` are stored separately: the TD target
-bootstraps through a truncation but not through a termination. `next_obs` is stored explicitly, so gymnasium's
-autoreset never mixes two episodes in one transition. With `n_step` > 1 an `NStepWindow` (rl/memory/n_step.py) turns
+Transitions arrive in batches of N (one per env; where several collection workers share one memory, `rows` says
+which env rows a batch holds). `terminated` and `truncated` are stored separately: the TD target bootstraps through a
+truncation but not through a termination. `next_obs` is stored explicitly, so gymnasium's autoreset never mixes two
+episodes in one transition. With `n_step` > 1 an `NStepWindow` (rl/memory/n_step.py) turns
 the one-step stream into n-step transitions before storage; each item keeps its own discount gamma^k.
 
 With `frames` (Atari: `replay_frames`, a uint8 stack of frames) a `FrameStore` (rl/memory/frames.py) keeps each
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from rl.memory.frames import FrameStore, frame_capacity
-from rl.memory.n_step import NStepWindow
+from rl.memory.n_step import NStepWindow, env_rows
 from rl.registry import memory
 
 
@@ -115,15 +116,20 @@ class ReplayMemory:
         """Fraction of the run done, by transitions received (0.0, i.e. no annealing, when the length is unknown)."""
         return min(1.0, self.added / self.total_steps) if self.total_steps > 0 else 0.0
 
-    def add(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        """Store a batch of N transitions (arrays with a leading env dimension)."""
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
+        """Store a batch of transitions (arrays with a leading env dimension). `rows` are the env rows of the batch's
+        transitions, distinct ints below `num_envs` (a collection worker's block of a memory shared by several):
+        they key the n-step windows and the frame store's stack continuity. None: rows 0..len-1 (the n-step window
+        maps a short batch by next-step autoreset)."""
         self.added += len(rewards)
+        if rows is not None:
+            rows = env_rows(rows, len(rewards))
         if self.store is not None:
-            obs, next_obs = self.store.encode(obs, next_obs)
+            obs, next_obs = self.store.encode(obs, next_obs, rows=rows)
         if self.window is None:
             self._store(obs, actions, rewards, next_obs, terminated, truncated, self.gamma)
             return
-        out = self.window.add(obs, actions, rewards, next_obs, terminated, truncated)
+        out = self.window.add(obs, actions, rewards, next_obs, terminated, truncated, rows=rows)
         if out is not None:
             self._store(**out)
 
