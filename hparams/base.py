@@ -60,7 +60,17 @@ def base() -> HParams:
     d("precision", "fp32", "fp32, or bf16: on-policy agents run forward passes under bfloat16 autocast (weights, "
       "gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 elsewhere)")
     d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)")
-    d("num_workers", 0, "0: one process; N > 0: N asynchronous collection workers (--num_workers overrides)")
+    # the Scheme (rl/parallel): collection workers and gradient workers, each group sync or async
+    d("num_workers", 0, "0: one process; N > 0: N collection worker processes feeding this learner "
+      "(--num_workers overrides)")
+    d("col_communication", "async", "collection workers: async (they keep acting with the weights they have: "
+      "IMPALA, APPO, Ape-X) or sync (the learner waits for all, learns, then every worker gets the new weights)")
+    d("max_policy_lag", 0, "drop worker data whose policy is more than this many learner versions old (0: keep all)")
+    d("worker_timeout", 60.0, "seconds a worker may go without a step before it is declared hung and restarted")
+    d("worker_envs", 0, "envs per collection worker (0: num_envs)")
+    d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share")
+    d("grad_communication", "sync", "gradient workers: sync (gradients averaged by a torch.distributed "
+      "all-reduce every step: DPPO) or async (the learner applies each worker's gradient as it arrives: A3C)")
     return hp
 
 
@@ -74,6 +84,7 @@ def off_policy(hp: HParams) -> HParams:
     d("target_update_interval", 1, "environment steps between target network updates")
     d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging")
     # the replay family (rl/memory: prioritized, attentive, queue, mixed; n-step returns for all of them)
+    d("worker_steps", 32, "with workers: vector steps a worker collects before it ships them to the learner")
     d("replay_frames", True, "store each frame of stacked-frame observations (atari) once and rebuild the stacks "
       "when sampling, instead of 2 x frame_stack copies per transition")
     d("n_step", 1, "n-step returns: transitions carry up to n discounted rewards and bootstrap with gamma^k")

@@ -39,6 +39,15 @@ def on_policy() -> HParams:
     d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
     d("clip_obs", 10.0, "normalised observations are clipped to +-this")
     d("clip_reward", 10.0, "normalised rewards are clipped to +-this")
+    d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)")
+    d("rmsprop_alpha", 0.99, "RMSprop's smoothing constant (optimizer=rmsprop)")
+    # asynchronous collection (num_workers > 0): the policy lag and its corrections
+    d("vtrace", False, "advantages and value targets by V-trace (Espeholt et al. 2018) against the learner's current "
+      "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
+    d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets")
+    d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace")
+    d("batch_rollouts", 0, "with workers: env trajectories of num_steps in one learner update (0: num_workers x "
+      "worker envs)")
     hp.activation = "tanh"
     hp.max_grad_norm = 0.5
     hp.adam_eps = 1e-5

@@ -22,7 +22,8 @@ import torch
 
 from rl.agents.base import resolve_device
 from rl.checkpoint import load_checkpoint, load_newest, read_best, save, save_best
-from rl.envs import is_same_step, make_env
+from rl.collector import Collector, true_next_obs  # noqa: F401 - true_next_obs: re-exported for scripts
+from rl.envs import make_env
 from rl.envs.episode_stats import EpisodeStats, game_over, game_rewards
 from rl.errors import ConfigError
 from rl.registry import agents
@@ -49,16 +50,6 @@ def configure_torch(hp) -> None:
 def build_agent(hp, env, seed: int):
     """The agent named by `hp.agent`, sized from the env's spaces."""
     return agents[hp.agent](hp, env.single_observation_space, env.single_action_space, env.num_envs, seed=seed)
-
-
-def true_next_obs(next_obs: np.ndarray, dones: np.ndarray, info: dict) -> np.ndarray:
-    """Replace the reset observations of envs that just finished by their final observations (same-step mode)."""
-    if not dones.any():
-        return next_obs
-    real = next_obs.copy()
-    for i in np.flatnonzero(dones):
-        real[i] = info["final_obs"][i]
-    return real
 
 
 class StopFlag:
@@ -181,6 +172,36 @@ class BestKeeper:
         return True
 
 
+class SingleProcess:
+    """`--num_workers 0`: this process collects (the Collector) and learns, one vector step at a time."""
+
+    def __init__(self, hp, env, agent, stats: EpisodeStats, seed: int):
+        self.agent = agent
+        self.collector = Collector(env, agent, seed, stats=stats)
+        self.stats = stats
+        self.clock = {**self.collector.clock, "perf/learn_s": 0.0}
+
+    def step(self) -> dict:
+        self.collector.step()
+        t0 = time.perf_counter()
+        diagnostics = self.agent.update()
+        self.clock.update(self.collector.clock)
+        self.clock["perf/learn_s"] += time.perf_counter() - t0
+        return diagnostics
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
+    """One process, or the Scheme's workers (imported only when asked for)."""
+    if hp.num_workers == 0 and hp.num_grad_workers <= 1:
+        return SingleProcess(hp, env, agent, stats, seed)
+    from rl.parallel.scheme import Scheme
+
+    return Scheme(hp, env, agent, stats, seed)
+
+
 def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation."""
     from rl.logger import Logger
@@ -196,15 +217,13 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
         del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
         print(f"resuming from step {agent.env_steps}", flush=True)
     start = agent.env_steps
-    same_step = is_same_step(env)
     logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
     best = BestKeeper(output_dir)
+    trainer = make_trainer(hp, env, agent, stats, seed=hp.seed + start)  # a resumed run restarts its episodes
 
     def checkpoint():
         save(output_dir, agent.env_steps, snapshot(agent, hp.checkpoint_memory, stats), keep=hp.keep_checkpoints)
 
-    obs, _ = env.reset(seed=hp.seed + start)  # a resumed run restarts its episodes, seeded by the step
-    prev_done = np.zeros(env.num_envs, bool)
     diagnostics: dict = {}
     last = {"log": start, "eval": start, "ckpt": start}
     eval_row: dict = {}
@@ -212,55 +231,28 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     def due(kind: str, interval: int) -> bool:
         return interval > 0 and agent.env_steps // interval > last[kind] // interval
 
-    clock = {"perf/act_s": 0.0, "perf/env_s": 0.0, "perf/learn_s": 0.0}  # where this run's time goes
-
     with StopFlag() as stop:
-        while agent.env_steps < hp.train_steps and not stop.signum:
-            t0 = time.perf_counter()
-            actions = agent.act(obs)
-            t1 = time.perf_counter()
-            next_obs, rewards, terminated, truncated, info = env.step(actions)
-            t2 = time.perf_counter()
-            dones = terminated | truncated
-            if same_step:
-                agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
-                stats.update(rewards, dones)
-                stats.update_games(info)
-            else:  # next-step autoreset: envs that finished last step were just reset, not stepped
-                valid = ~prev_done
-                if valid.all():
-                    agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
-                elif valid.any():
-                    agent.observe(obs[valid], actions[valid], rewards[valid], next_obs[valid], terminated[valid],
-                                  truncated[valid])
-                agent.reset_episodes(prev_done)
-                stats.update(rewards, dones, counted=valid)
-                prev_done = dones
-            if same_step and dones.any():
-                agent.reset_episodes(dones)
-            obs = next_obs
-            t3 = time.perf_counter()
-            diagnostics = agent.update() or diagnostics
-            t4 = time.perf_counter()
-            clock["perf/act_s"] += (t1 - t0) + (t3 - t2)  # acting, and storing what the step produced
-            clock["perf/env_s"] += t2 - t1
-            clock["perf/learn_s"] += t4 - t3
-            if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
-                returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-                best.offer(agent, returns)
-                eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
-                last["eval"] = agent.env_steps
-                last["log"] = -1  # log this evaluation now
-            if due("log", hp.log_interval) or last["log"] < 0:
-                logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **clock})
-                eval_row, last["log"] = {}, agent.env_steps
-            if due("ckpt", hp.checkpoint_interval):
-                checkpoint()
-                last["ckpt"] = agent.env_steps
+        try:
+            while agent.env_steps < hp.train_steps and not stop.signum:
+                diagnostics = trainer.step() or diagnostics
+                if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
+                    returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+                    best.offer(agent, returns)
+                    eval_row = {"eval/return_mean": float(np.mean(returns)),
+                                "eval/return_std": float(np.std(returns))}
+                    last["eval"] = agent.env_steps
+                    last["log"] = -1  # log this evaluation now
+                if due("log", hp.log_interval) or last["log"] < 0:
+                    logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **trainer.clock})
+                    eval_row, last["log"] = {}, agent.env_steps
+                if due("ckpt", hp.checkpoint_interval):
+                    checkpoint()
+                    last["ckpt"] = agent.env_steps
+        finally:
+            trainer.close()  # workers stop before the last checkpoint: it is the state they last saw, or newer
         checkpoint()
         if stop.signum:
             logger.close()
-            env.close()
             name = signal.Signals(stop.signum).name
             print(f"\n{name}: saved a checkpoint at step {agent.env_steps}; run the same command to resume.",
                   flush=True)
@@ -272,7 +264,6 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
                                  "eval/return_std": result["std_return"]})
     logger.close()
-    env.close()
     (output_dir / "eval.json").write_text(json.dumps({"mode": "final_training_evaluation", **result}, indent=2))
     if not quiet:
         print(f"final evaluation over {len(returns)} episodes: "

@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from rl.errors import ConfigError
+
 
 def flatten_parameters(module: nn.Module) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Move every parameter of `module` into one contiguous tensor; return it and each parameter's view of it. A
@@ -38,7 +40,8 @@ def flatten_parameters(module: nn.Module) -> tuple[torch.Tensor, list[torch.Tens
 class FlatAdam:
     """Adam over a module's flattened parameters, with global-norm gradient clipping."""
 
-    def __init__(self, module: nn.Module, lr: float, eps: float = 1e-8, betas: tuple[float, float] = (0.9, 0.999)):
+    def __init__(self, module: nn.Module, lr: float, eps: float = 1e-8, betas: tuple[float, float] = (0.9, 0.999),
+                 kind: str = "adam", rmsprop_alpha: float = 0.99):
         self.params = list(module.parameters())
         self.param, self.param_views = flatten_parameters(module)
         self.grad = torch.zeros_like(self.param)
@@ -52,6 +55,17 @@ class FlatAdam:
         self.exp_avg_sq = torch.zeros_like(self.param)
         self._step = torch.zeros((), dtype=torch.float32, device=self.param.device)  # the kernel reads the count here
         self.steps = 0
+        if kind not in ("adam", "rmsprop"):
+            raise ConfigError(f"unknown optimizer {kind!r}: valid: adam, rmsprop")
+        self.kind = kind
+        self.rmsprop = None
+        if kind == "rmsprop":  # torch's RMSprop on the flat buffer (IMPALA's optimizer)
+            self.param.grad = self.grad
+            self.rmsprop = torch.optim.RMSprop([self.param], lr=lr, alpha=rmsprop_alpha, eps=eps)
+        # gradient workers (rl/parallel/grad_workers.py) set this to average the gradient across processes; it runs
+        # once per backward pass, before clipping
+        self.reduce_grad = None
+        self._reduced = False
 
     def _gather(self) -> None:
         """Bring parameters and gradients that something re-bound back into the flat buffers (a few identity checks
@@ -70,11 +84,18 @@ class FlatAdam:
     def zero_grad(self) -> None:
         self._gather()
         self.grad.zero_()
+        self._reduced = False
+
+    def _reduce(self) -> None:
+        if self.reduce_grad is not None and not self._reduced:
+            self.reduce_grad(self.grad)
+            self._reduced = True
 
     def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
         """Scale the gradient to global L2 norm at most `max_norm` (torch.nn.utils.clip_grad_norm_'s rule); returns
         the norm before clipping."""
         self._gather()
+        self._reduce()
         norm = torch.linalg.vector_norm(self.grad)
         self.grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
         return norm
@@ -82,17 +103,27 @@ class FlatAdam:
     def step(self) -> None:
         """One Adam step in a single pass over the buffer (aten's fused kernel: one op instead of six)."""
         self._gather()
+        self._reduce()
         self.steps += 1
+        if self.rmsprop is not None:
+            self.rmsprop.param_groups[0]["lr"] = self.lr
+            self.rmsprop.step()
+            return
         self._step.fill_(self.steps)
         torch._fused_adam_([self.param], [self.grad], [self.exp_avg], [self.exp_avg_sq], [], [self._step],
                            amsgrad=False, lr=self.lr, beta1=self.betas[0], beta2=self.betas[1], weight_decay=0.0,
                            eps=self.eps, maximize=False)
 
     def state_dict(self) -> dict:
-        return {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,
-                "lr": self.lr}
+        state = {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,
+                 "lr": self.lr}
+        if self.rmsprop is not None:
+            state["rmsprop"] = self.rmsprop.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.steps, self.lr = int(state["steps"]), float(state["lr"])
+        if self.rmsprop is not None:
+            self.rmsprop.load_state_dict(state["rmsprop"])

@@ -24,6 +24,7 @@ from rl.agents.normalize import ObsNormalizer, RewardNormalizer
 from rl.envs import has_same_step_native
 from rl.errors import ConfigError
 from rl.grad_comp.policy_gradient import approx_kl, normalized_advantages
+from rl.grad_comp.vtrace import vtrace_targets
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
@@ -42,13 +43,16 @@ class OnPolicyAgent(Agent):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
         _check_vector_mode(hp)
         self.model = models[hp.model].build(hp, obs_space, action_space).to(self.device)
-        self.optimizer = FlatAdam(self.model, hp.lr, hp.adam_eps)
+        self.optimizer = FlatAdam(self.model, hp.lr, hp.adam_eps, kind=hp.optimizer, rmsprop_alpha=hp.rmsprop_alpha)
         self.policy = act_select[hp.act_select].build(hp, action_space, seed=seed + 1)
         # evaluation acts greedily, or samples with a generator of its own (`eval_deterministic=False`), so that
         # evaluating never moves the training policy's random stream
         self.greedy = (act_select[f"deterministic_{hp.act_select}"].build(hp, action_space) if hp.eval_deterministic
                        else act_select[hp.act_select].build(hp, action_space, seed=seed + 3))
         self.loss_fn = grad_comp[hp.grad_comp]
+        # V-trace targets instead of GAE: asked for (APPO), or wanted by the loss (IMPALA's `vtrace`)
+        self.vtrace = hp.vtrace or getattr(self.loss_fn, "targets", None) is vtrace_targets
+        self.stale = False  # set by the Scheme when the rollout's behaviour policy is older than the current one
         self.recurrent = self.model.hidden_shape is not None
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
         self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None
@@ -131,7 +135,10 @@ class OnPolicyAgent(Agent):
         hp, mem = self.hp, self.memory
         lr, clip = self._schedule()
         self.optimizer.lr = lr
-        mem.compute_advantages(self._next_values(), hp.gamma, hp.gae_lambda)
+        if self.vtrace:
+            self._vtrace_targets()
+        else:
+            mem.compute_advantages(self._next_values(mem.values[:mem.pos]), hp.gamma, hp.gae_lambda)
         batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
         coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
                      normalize_advantage=hp.normalize_advantage)
@@ -161,13 +168,30 @@ class OnPolicyAgent(Agent):
         info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
         return info
 
-    def _next_values(self) -> torch.Tensor:
-        """V(real_next_obs) of every stored step, [T, N]. Inside an episode the next observation is the next step's
-        observation (and, recurrent, the next hidden state its state), valued already when acting; only the steps
-        that ended an episode (their final observation) and the rollout's last step need a forward pass."""
+    def _vtrace_targets(self) -> None:
+        """Fill the rollout's advantages and returns with V-trace's (rl/grad_comp/vtrace.py). A rollout acted by the
+        current weights (one process, or sync workers) has ratio 1 and its acting-time values; a stale one (async
+        workers) is valued and its actions scored by the current model first."""
+        hp, mem, T = self.hp, self.memory, self.memory.pos
+        values, log_rhos = mem.values[:T], torch.zeros(T, mem.num_envs)
+        if self.stale:
+            whole = next(mem.minibatches(len(mem), self.shuffle, seq_len=0))  # the rollout in time-major order
+            with torch.inference_mode():
+                log_probs, _, current = self._evaluate(whole, need_entropy=False)
+            values = current.reshape(T, -1).cpu()
+            log_rhos = log_probs.reshape(T, -1).cpu() - mem.log_probs[:T]
+        vs, advantages = vtrace_targets(log_rhos, values, self._next_values(values), mem.rewards[:T],
+                                        mem.terminated[:T], mem.dones[:T], hp.gamma, hp.vtrace_rho, hp.vtrace_c)
+        mem.advantages[:T], mem.returns[:T] = advantages, vs
+
+    def _next_values(self, values: torch.Tensor) -> torch.Tensor:
+        """V(real_next_obs) of every stored step, [T, N], given `values` [T, N] of the stored observations. Inside an
+        episode the next observation is the next step's observation (and, recurrent, the next hidden state its
+        state), valued already; only the steps that ended an episode (their final observation) and the rollout's last
+        step need a forward pass."""
         mem, T = self.memory, self.memory.pos
-        next_values = torch.empty(T, self.num_envs)
-        next_values[:-1] = mem.values[1:T]
+        next_values = torch.empty(T, mem.num_envs)
+        next_values[:-1] = values[1:T]
         need = mem.dones[:T].bool()
         need[-1] = True
         where = need.nonzero(as_tuple=True)
