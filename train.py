@@ -48,8 +48,9 @@ def parser() -> argparse.ArgumentParser:
                    help="with --training False, write each episode as an mp4 under output_dir/videos/")
     p.add_argument("--copies", type=int, default=1,
                    help="independent runs with seeds seed..seed+N-1 in output_dir/copy_<i>, in parallel processes")
-    p.add_argument("--num_workers", type=int, default=0,
-                   help="0: one process; N > 0: N asynchronous collection workers")
+    p.add_argument("--num_workers", type=int, default=None,
+                   help="0: one process; N > 0: N collection worker processes feeding the learner (default: the "
+                        "set's; the Scheme's settings col_communication, num_grad_workers, grad_communication)")
     p.add_argument("--seed", type=int, help="random seed, overriding the set's")
     p.add_argument("--list", action="store_true", help="print what each registry holds and exit")
     return p

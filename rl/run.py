@@ -208,8 +208,16 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
 
     configure_torch(hp)
     seed_everything(hp.seed)
-    env = make_env(hp)
-    agent = build_agent(hp, env, hp.seed)
+    if hp.num_workers or hp.num_grad_workers > 1:  # the Scheme: workers step the envs, this process learns
+        from rl.parallel.scheme import learner_hparams
+
+        env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
+        learner_hp = learner_hparams(hp)
+        agent = agents[hp.agent](learner_hp, env.single_observation_space, env.single_action_space,
+                                 learner_hp.num_envs, seed=hp.seed)
+    else:
+        env = make_env(hp)
+        agent = build_agent(hp, env, hp.seed)
     stats = EpisodeStats(env.num_envs)
     found = load_newest(output_dir)
     if found is not None:
@@ -407,9 +415,9 @@ def run_copies(args) -> list[dict]:
 def main(args) -> None:
     if args.sys == "k8s":
         raise ConfigError("--sys k8s is not available yet (a later issue adds cluster submission); use --sys local")
-    if args.num_workers:
-        raise ConfigError("--num_workers is not available yet (a later issue adds asynchronous workers); "
-                          "use --num_workers 0")
+    if args.num_workers is not None and args.num_workers < 0:
+        raise ConfigError(f"--num_workers must be 0 (one process) or a positive number of workers, got "
+                          f"{args.num_workers}")
     if args.copies < 1:
         raise ConfigError(f"--copies must be at least 1, got {args.copies}")
     if args.training and getattr(args, "checkpoint", "latest") != "latest":

@@ -62,7 +62,8 @@ class Agent(abc.ABC):
 
     @abc.abstractmethod
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        """Record a batch of transitions and advance the step counter."""
+        """Record a batch of transitions and advance the step counter. Replay agents also take `rows`: the env rows
+        of the batch's transitions, where the batches of several collection workers share one memory."""
 
     @abc.abstractmethod
     def update(self) -> dict:

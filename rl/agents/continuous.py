@@ -94,8 +94,8 @@ class ActorCriticAgent(Agent):
             out = self.actor.forward(self.to_tensor(obs))
         return self.scaler.to_env(self.explore(out, deterministic))
 
-    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        self.memory.add(obs, self.scaler.from_env(actions), rewards, next_obs, terminated, truncated)
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
+        self.memory.add(obs, self.scaler.from_env(actions), rewards, next_obs, terminated, truncated, rows=rows)
         self.env_steps += len(rewards)
 
     def reset_episodes(self, done: np.ndarray) -> None:

@@ -69,8 +69,8 @@ class DQN(Agent):
             self.q.reset_noise()  # a fresh policy sample per env step, as well as per gradient step
         return self.explore(q_values, self.env_steps, len(obs))  # epsilon-greedy skips the forward pass when it can
 
-    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        self.memory.add(obs, actions, rewards, next_obs, terminated, truncated)
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
+        self.memory.add(obs, actions, rewards, next_obs, terminated, truncated, rows=rows)
         self.env_steps += len(rewards)
         hp = self.hp
         if self.env_steps // hp.target_update_interval > self._last_target // hp.target_update_interval:

@@ -157,6 +157,14 @@ class RolloutMemory:
             flat = [x.flatten(0, 1) for x in (actions, log_probs, values, adv, returns)]
             yield RolloutBatch(obs, *flat, first_hidden[idx], starts)
 
+    def share_memory_(self) -> RolloutMemory:
+        """Move the storage to shared memory (a collection worker's slot, rl/parallel): a forked worker writes the
+        same pages the learner reads."""
+        for f in self._fields():
+            getattr(self, f).share_memory_()
+        self._views = {f: getattr(self, f).numpy() for f in self._fields()}
+        return self
+
     def reset(self) -> None:
         self.pos = 0
 
