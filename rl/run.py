@@ -176,7 +176,7 @@ class SingleProcess:
     """`--num_workers 0`: this process collects (the Collector) and learns, one vector step at a time."""
 
     def __init__(self, hp, env, agent, stats: EpisodeStats, seed: int):
-        self.agent = agent
+        self.hp, self.agent = hp, agent
         self.collector = Collector(env, agent, seed, stats=stats)
         self.stats = stats
         self.clock = {**self.collector.clock, "perf/learn_s": 0.0}
@@ -189,45 +189,89 @@ class SingleProcess:
         self.clock["perf/learn_s"] += time.perf_counter() - t0
         return diagnostics
 
+    def finished(self, signum: int) -> bool:
+        return bool(signum) or self.agent.env_steps >= self.hp.train_steps
+
     def close(self) -> None:
         self.collector.close()
 
 
+def uses_scheme(hp) -> bool:
+    """Collection workers, or async gradient workers (A3C): the learner is fed by worker processes."""
+    return hp.num_workers > 0 or (hp.num_grad_workers > 1 and hp.grad_communication == "async")
+
+
 def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
     """One process, or the Scheme's workers (imported only when asked for)."""
-    if hp.num_workers == 0 and hp.num_grad_workers <= 1:
+    if not uses_scheme(hp):
         return SingleProcess(hp, env, agent, stats, seed)
     from rl.parallel.scheme import Scheme
 
     return Scheme(hp, env, agent, stats, seed)
 
 
-def train(hp, output_dir: Path, quiet: bool = False) -> dict:
-    """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation."""
-    from rl.logger import Logger
-
+def prepare(hp, output_dir: Path, rank: int = 0):
+    """The env, the agent (restored from the newest checkpoint in `output_dir`, if any) and its statistics."""
     configure_torch(hp)
     seed_everything(hp.seed)
-    if hp.num_workers or hp.num_grad_workers > 1:  # the Scheme: workers step the envs, this process learns
+    if uses_scheme(hp):  # workers step the envs; this process learns
         from rl.parallel.scheme import learner_hparams
 
         env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
         learner_hp = learner_hparams(hp)
         agent = agents[hp.agent](learner_hp, env.single_observation_space, env.single_action_space,
-                                 learner_hp.num_envs, seed=hp.seed)
+                                 learner_hp.num_envs, seed=hp.seed + 7919 * rank)
     else:
         env = make_env(hp)
-        agent = build_agent(hp, env, hp.seed)
+        agent = build_agent(hp, env, hp.seed + 7919 * rank)
     stats = EpisodeStats(env.num_envs)
     found = load_newest(output_dir)
     if found is not None:
         restore_checked(agent, found[0], found[1], stats)
         del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
-        print(f"resuming from step {agent.env_steps}", flush=True)
+        if rank == 0:
+            print(f"resuming from step {agent.env_steps}", flush=True)
+    return env, agent, stats
+
+
+def follow(hp, output_dir: Path, rank: int, port: int) -> None:
+    """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints."""
+    from rl.parallel.grad_workers import GradientGroup, GroupTrainer
+
+    env, agent, stats = prepare(hp, output_dir, rank)
+    group = GradientGroup(rank, hp.num_grad_workers, port, hp.device)
+    group.join(agent)
+    trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank), agent,
+                           group, hp.train_steps)
+    try:
+        while not trainer.finished(0):
+            trainer.step()
+    finally:
+        trainer.close()
+        group.close()
+
+
+def train(hp, output_dir: Path, quiet: bool = False) -> dict:
+    """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation."""
+    from rl.logger import Logger
+
+    group = children = None
+    if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO/RAPID: fork the other ranks first
+        from functools import partial
+
+        from rl.parallel.grad_workers import launch
+
+        group, children = launch(hp, partial(follow, hp, output_dir))
+    env, agent, stats = prepare(hp, output_dir)
     start = agent.env_steps
     logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
     best = BestKeeper(output_dir)
     trainer = make_trainer(hp, env, agent, stats, seed=hp.seed + start)  # a resumed run restarts its episodes
+    if group is not None:
+        from rl.parallel.grad_workers import GroupTrainer
+
+        group.join(agent)
+        trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
 
     def checkpoint():
         save(output_dir, agent.env_steps, snapshot(agent, hp.checkpoint_memory, stats), keep=hp.keep_checkpoints)
@@ -241,7 +285,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
 
     with StopFlag() as stop:
         try:
-            while agent.env_steps < hp.train_steps and not stop.signum:
+            while not trainer.finished(stop.signum):
                 diagnostics = trainer.step() or diagnostics
                 if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
                     returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
@@ -258,6 +302,11 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
                     last["ckpt"] = agent.env_steps
         finally:
             trainer.close()  # workers stop before the last checkpoint: it is the state they last saw, or newer
+            if group is not None:
+                from rl.parallel.grad_workers import reap
+
+                group.close()
+                reap(children)
         checkpoint()
         if stop.signum:
             logger.close()

@@ -321,6 +321,9 @@ class Scheme:
         self._publish()
         return {"charts/learning_rate": opt.lr}
 
+    def finished(self, signum: int) -> bool:
+        return bool(signum) or self.agent.env_steps >= self.hp.train_steps
+
     # ------------------------------------------------------------------ the end
     def close(self) -> None:
         """Stop every worker (asked first, killed after 5 s) and reap it: no process outlives the run."""

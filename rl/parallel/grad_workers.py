@@ -1,0 +1,137 @@
+"""Synchronous gradient workers (`num_grad_workers` M > 1, `grad_communication=sync`): DPPO, and RAPID with
+collection workers.
+
+M processes (this one is rank 0, the others are forked from it) each run the whole training step on data of their
+own: their own envs (or their own `--num_workers` collection workers), their own share of the batch. Every gradient
+step averages the gradient across the M processes with one `torch.distributed` all-reduce (gloo on the CPU, NCCL
+on GPUs) before clipping, so every process applies the same step to the same weights: one step on the union of
+their batches. Rank 0 alone evaluates, logs and checkpoints; the others follow.
+
+The all-reduce also carries two flags, "a process was asked to stop" and "a process reached train_steps", so every
+process leaves the loop after the same gradient step. Env steps count for the whole group: each process adds its
+peers' steps (they take as many as it does).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import socket
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from rl.agents.flat_adam import FlatAdam
+from rl.errors import ConfigError
+
+
+def flat_optimizers(agent) -> list[FlatAdam]:
+    found = [v for v in vars(agent).values() if isinstance(v, FlatAdam)]
+    for v in vars(agent).values():
+        if isinstance(v, dict):
+            found += [o for o in v.values() if isinstance(o, FlatAdam)]
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class GradientGroup:
+    """This process's place in the group: the all-reduce hook, the agreed stop, the group's step count."""
+
+    def __init__(self, rank: int, world: int, port: int, device: str):
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(hours=6))  # rank 0 evaluates while the others wait
+        self.rank, self.world = rank, world
+        self.flags = torch.zeros(2)  # [stop asked, train_steps reached], summed across the group
+        self.agreed = False
+        self.buffers: dict[int, torch.Tensor] = {}
+
+    def reduce(self, grad: torch.Tensor) -> None:
+        """Average `grad` across the group in place; the flags ride along."""
+        n = grad.numel()
+        buf = self.buffers.get(id(grad))
+        if buf is None:
+            buf = self.buffers[id(grad)] = torch.empty(n + 2, dtype=grad.dtype, device=grad.device)
+        buf[:n].copy_(grad)
+        buf[n:].copy_(self.flags)
+        dist.all_reduce(buf)
+        grad.copy_(buf[:n]).div_(self.world)
+        self.agreed = self.agreed or bool((buf[n:] > 0).any())
+
+    def join(self, agent) -> None:
+        """Every process starts from rank 0's networks, and averages its gradients from now on."""
+        for module in vars(agent).values():
+            if isinstance(module, nn.Module):
+                for t in module.state_dict().values():
+                    dist.broadcast(t, 0)
+        for opt in flat_optimizers(agent):
+            opt.reduce_grad = self.reduce
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class GroupTrainer:
+    """Wraps a trainer (one process, or the Scheme's collection workers) for a member of the group."""
+
+    def __init__(self, trainer, agent, group: GradientGroup, train_steps: int):
+        self.trainer, self.agent, self.group, self.train_steps = trainer, agent, group, train_steps
+        self.clock = trainer.clock
+        self.stats = trainer.stats
+
+    def step(self) -> dict:
+        before = self.agent.env_steps
+        diagnostics = self.trainer.step()
+        self.agent.env_steps += (self.group.world - 1) * (self.agent.env_steps - before)
+        return diagnostics
+
+    def finished(self, signum: int) -> bool:
+        """Only an all-reduce ends the loop, so every process leaves it after the same gradient step."""
+        self.group.flags[0] = float(bool(signum))
+        self.group.flags[1] = float(self.agent.env_steps >= self.train_steps)
+        return self.group.agreed
+
+    def close(self) -> None:
+        self.trainer.close()
+
+
+def launch(hp, follow) -> tuple[GradientGroup, list]:
+    """Fork ranks 1..M-1 (each runs `follow(rank, port)` and exits), then join the group as rank 0."""
+    import multiprocessing as mp
+
+    if hp.grad_communication != "sync":
+        raise ConfigError(f"unknown grad_communication {hp.grad_communication!r}: valid: sync, async")
+    port = free_port()
+    context = mp.get_context("fork")
+    children = []
+    for rank in range(1, hp.num_grad_workers):
+        p = context.Process(target=_follower, args=(follow, rank, port, os.getpid()), name=f"rl-grad-worker-{rank}")
+        p.start()
+        children.append(p)
+    return GradientGroup(0, hp.num_grad_workers, port, hp.device), children
+
+
+def _follower(follow, rank: int, port: int, parent_pid: int) -> None:
+    from rl.parallel.worker import die_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    die_with_parent(parent_pid)
+    follow(rank, port)
+    os._exit(0)
+
+
+def reap(children: list, timeout: float = 30.0) -> None:
+    for p in children:
+        p.join(timeout)
+        if p.is_alive():
+            p.kill()
+            p.join()
