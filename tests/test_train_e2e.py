@@ -108,7 +108,7 @@ BAD_INPUTS = [
     (["--hparams", "dqn_cartpole", "--training", "False"], "--training False needs"),
     (["--hparams", "dqn_cartpole", "--train_steps", "0"], "train_steps must be a positive"),
     (["--hparams", "dqn_cartpole", "--train_steps", "-5"], "train_steps must be a positive"),
-    (["--hparams", "dqn_cartpole", "--num_workers", "2"], "not available yet"),
+    (["--hparams", "dqn_cartpole", "--num_workers", "-1"], "--num_workers must be"),
     (["--hparams", "dqn_cartpole", "--sys", "k8s"], "not available yet"),
 ]
 
