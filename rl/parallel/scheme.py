@@ -49,22 +49,25 @@ def is_on_policy(agent) -> bool:
 def learner_envs(hp, on_policy: bool) -> int:
     """The env columns (on-policy: trajectories per update) or env rows (replay) of the learner's agent."""
     n = worker_envs(hp)
-    if hp.num_workers == 0:  # async gradient workers only: the learner's own rollout is never filled
-        return n
+    if hp.num_workers == 0 or hp.num_grad_workers > 1 and hp.grad_communication == "async":
+        return n  # the learner of async gradient workers never fills a rollout of its own
     if on_policy:
         return hp.batch_rollouts or hp.num_workers * n
     return hp.num_workers * n
 
 
-def learner_hparams(hp):
-    """The learner agent's settings: as many env columns/rows as the workers feed it."""
+def learner_hparams(hp, inner: bool = False):
+    """The learner agent's settings: as many env columns/rows as the workers feed it. `inner`: an async gradient
+    worker's own (async RAPID), which learns from its collection workers like a learner but ships its gradients."""
     from rl.agents.on_policy import OnPolicyAgent
     from rl.registry import agents
 
     on_policy = issubclass(agents[hp.agent], OnPolicyAgent)
     check_settings(hp, on_policy)
     learner = hp.copy()
-    learner.num_envs = learner_envs(hp, on_policy)
+    if inner:
+        learner.num_grad_workers, learner.device, learner.torch_threads = 1, "cpu", 1
+    learner.num_envs = learner_envs(learner, on_policy)
     return learner
 
 
@@ -83,9 +86,6 @@ def check_settings(hp, on_policy: bool) -> None:
     if hp.num_grad_workers > 1 and hp.grad_communication == "async":
         if not on_policy:
             raise ConfigError("grad_communication=async (A3C) needs an on-policy agent (vpg, a2c, ppo)")
-        if hp.num_workers:
-            raise ConfigError("async gradient workers collect for themselves: use num_workers 0 with "
-                              "grad_communication=async (sync gradient workers take collection workers: RAPID)")
 
 
 def worker_hparams(hp):

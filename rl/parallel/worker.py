@@ -27,6 +27,7 @@ import torch
 
 from rl.collector import Collector
 from rl.envs import make_env
+from rl.envs.episode_stats import EpisodeStats
 from rl.parallel.shared import ENV_STEPS
 from rl.registry import agents
 from rl.threads import limit_threads
@@ -59,7 +60,16 @@ class Worker:
         self.slot = None
         self.t = 0
         self.heartbeat = shared.heartbeats
-        if mode == "transitions":
+        self.feeders = None  # async RAPID: this gradient worker's own collection workers
+        if mode == "gradients" and hp.num_workers:
+            from rl.parallel.scheme import Scheme, learner_hparams
+
+            inner = learner_hparams(hp, inner=True)
+            self.agent = agents[hp.agent](inner, self.env.single_observation_space, self.env.single_action_space,
+                                          inner.num_envs, seed=seed)
+            self.feeders = Scheme(inner, self.env, self.agent, EpisodeStats(1), seed)
+            self.collector = self.feeders  # its stats are where the episodes are
+        elif mode == "transitions":
             self.collector = Collector(self.env, self.agent, seed, observe=self._store_transition)
         else:  # rollouts (into the slot) and gradients (the agent's own rollout) use the agent's observe
             self.collector = Collector(self.env, self.agent, seed)
@@ -141,6 +151,12 @@ class Worker:
         self._refresh()
         self._steps_since_gradient = 0
         while True:
+            if self.feeders is not None:  # its collection workers fill the rollout; update() ships the gradient
+                steps = agent.env_steps
+                self.feeders.step()
+                self._steps_since_gradient += agent.env_steps - steps
+                self._beat()
+                continue
             if self.mode == "gradients":
                 while not agent.memory.full:
                     self._steps_since_gradient += self.collector.step()
@@ -170,8 +186,10 @@ def run_worker(index: int, hp, shared, slots, conn, seed: int, parent_pid: int, 
     torch.set_flush_denormal(True)
     np.random.seed((seed * 7919 + index) % 2**32)
     torch.manual_seed(seed * 7919 + index)
+    worker = None
     try:
-        Worker(index, hp, shared, slots, conn, seed, parent_pid, mode).run()
+        worker = Worker(index, hp, shared, slots, conn, seed, parent_pid, mode)
+        worker.run()
     except Stopped:
         pass
     except BaseException as exc:  # noqa: BLE001 - whatever it was, the learner hears it in one line
@@ -181,5 +199,9 @@ def run_worker(index: int, hp, shared, slots, conn, seed: int, parent_pid: int, 
         except (OSError, ValueError):
             pass
         sys.stderr.flush()
+        if worker is not None and worker.feeders is not None:
+            worker.feeders.close()
         os._exit(1)
+    if worker is not None and worker.feeders is not None:
+        worker.feeders.close()
     os._exit(0)
