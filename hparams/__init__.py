@@ -6,4 +6,5 @@ from hparams import (  # noqa: F401
     continuous,  # noqa: F401
     dqn,
     on_policy,  # noqa: F401
+    scheme,  # noqa: F401
 )

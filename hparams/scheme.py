@@ -1,0 +1,111 @@
+"""Sets of the Scheme's named architectures (rl/parallel; README "The Scheme" maps seed A's Table 4 onto settings).
+
+- `impala`: seed B's V-trace actor-critic (its README's command: `--batch_size=10 --r_f_steps=10 --worker_count=2
+  --envs_per_worker=2`), with IMPALA's optimisation (REFERENCE 5.1 and 6.4: RMSprop lr 4.8e-4, epsilon 0.01, gradient
+  norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error). Seed B also mixes a replay (queue + 1000) into
+  its batches; that, and its elite replay, are not part of this set.
+- `impala_pong`, `impala_cartpole`: the same on Pong and on CartPole.
+- `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, batch 1024, 4 epochs, clip 0.1, Adam 3.03e-4
+  decayed linearly, eps 1e-5, value 0.5, entropy 4.68e-4, GAE 0.95, V-trace rho = c = 1, no gradient clipping).
+- `a3c_cartpole`: ChainerRL's A3C (Mnih et al. 2016): 200-200 MLP, t_max 5, RMSprop, 2 asynchronous gradient workers.
+- `apex_dqn_cartpole`: Ape-X (Horgan et al. 2018): `dqn_cartpole` fed by 2 asynchronous collection workers into a
+  prioritized memory with 3-step returns.
+"""
+
+from hparams.atari import _atari
+from hparams.dqn import dqn_cartpole
+from hparams.on_policy import _cartpole, a2c, ppo
+from rl.hparams import HParams
+from rl.registry import hparams
+
+
+@hparams.register
+def impala() -> HParams:
+    """Seed B's V-trace agent: 2 workers x 2 envs, batches of 10 sequences of r_f_steps 10, RMSprop."""
+    hp = a2c()
+    hp.grad_comp = "vtrace"
+    hp.num_workers, hp.num_envs = 2, 2
+    hp.num_steps, hp.batch_rollouts = 10, 10  # r_f_steps, batch_size
+    hp.epochs, hp.batch_size, hp.normalize_advantage = 1, 0, False
+    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.01, 0.99
+    hp.max_grad_norm = 40.0
+    hp.ent_coef = 0.01
+    hp.vf_coef = 0.25  # B: 0.5 x 1/2 (v - V)^2; our value loss is the unhalved squared error
+    hp.gamma = 0.99
+    hp.col_communication = "async"
+    return hp
+
+
+@hparams.register
+def impala_pong() -> HParams:
+    """`impala` on PongNoFrameskip-v4 with the IMPALA CNN (Espeholt et al. 2018's network for this agent)."""
+    hp = _atari(impala())
+    hp.torso = "impala_cnn"
+    hp.activation = "relu"
+    hp.shared_torso = True
+    hp.train_steps = 10_000_000
+    hp.worker_envs = 2
+    hp.eval_interval, hp.checkpoint_interval = 250_000, 100_000
+    hp.torch_threads = 1  # the learner keeps one core, the workers share the other (2-core machine)
+    return hp
+
+
+@hparams.register
+def impala_cartpole() -> HParams:
+    """`impala` sized for CartPole-v1: a quick learner, tested to learn within 60k steps."""
+    hp = _cartpole(impala())
+    hp.num_envs, hp.num_steps, hp.batch_rollouts = 4, 16, 8
+    hp.optimizer, hp.lr = "adam", 3e-3
+    hp.adam_eps = 1e-5
+    hp.max_grad_norm = 0.5
+    hp.ent_coef = 0.0
+    hp.vf_coef = 0.5
+    hp.train_steps = 60_000
+    hp.eval_interval = 20_000
+    return hp
+
+
+@hparams.register
+def appo_atari() -> HParams:
+    """Seed C's Sample Factory APPO on PongNoFrameskip-v4: 8 envs x 128 steps a batch of 1024, one minibatch, 4
+    epochs, V-trace against the learner's policy, Nature CNN, 2 collection workers."""
+    hp = _atari(ppo())
+    hp.num_workers, hp.num_envs = 2, 4
+    hp.num_steps, hp.batch_rollouts = 128, 8
+    hp.batch_size, hp.epochs = 1024, 4
+    hp.clip_range, hp.clip_decay = 0.1, False
+    hp.lr, hp.lr_decay, hp.adam_eps = 3.033891184e-4, True, 1e-5
+    hp.vf_coef, hp.ent_coef = 0.5, 4.677351413e-4
+    hp.gamma, hp.gae_lambda = 0.99, 0.95
+    hp.max_grad_norm = 0.0
+    hp.vtrace, hp.vtrace_rho, hp.vtrace_c = True, 1.0, 1.0
+    hp.shared_torso = True
+    hp.activation = "relu"
+    hp.precision = "bf16"
+    hp.train_steps = 10_000_000
+    hp.eval_interval, hp.checkpoint_interval = 250_000, 100_000
+    return hp
+
+
+@hparams.register
+def a3c_cartpole() -> HParams:
+    """ChainerRL's A3C example on CartPole: 200-200 MLP, t_max 5, RMSprop (lr 7e-4, eps 0.1, alpha 0.99), entropy
+    0.01, 2 asynchronous gradient workers each on its own env."""
+    hp = _cartpole(a2c())
+    hp.hidden_sizes = [200, 200]
+    hp.num_envs, hp.num_steps = 1, 5
+    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 7e-4, 0.1, 0.99
+    hp.ent_coef, hp.vf_coef = 0.01, 0.5
+    hp.gae_lambda, hp.normalize_advantage = 1.0, False
+    hp.num_grad_workers, hp.grad_communication = 2, "async"
+    hp.train_steps = 200_000
+    return hp
+
+
+@hparams.register
+def apex_dqn_cartpole() -> HParams:
+    """`dqn_cartpole` as Ape-X: 2 asynchronous collection workers, prioritized replay, 3-step returns."""
+    hp = dqn_cartpole()
+    hp.memory, hp.n_step = "prioritized", 3
+    hp.num_workers, hp.col_communication, hp.worker_steps = 2, "async", 32
+    return hp
