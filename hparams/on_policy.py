@@ -37,6 +37,8 @@ def on_policy() -> HParams:
     d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)")
     d("normalize_obs", False, "standardise observations by running statistics (checkpointed)")
     d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
+    d("normalize_returns", False, "the value head learns returns standardised by running statistics (Sample "
+      "Factory's normalize_returns; checkpointed)")
     d("clip_obs", 10.0, "normalised observations are clipped to +-this")
     d("clip_reward", 10.0, "normalised rewards are clipped to +-this")
     d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)")

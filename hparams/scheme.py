@@ -6,7 +6,8 @@
   its batches; that, and its elite replay, are not part of this set.
 - `impala_pong`, `impala_cartpole`: the same on Pong and on CartPole.
 - `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, batch 1024, 4 epochs, clip 0.1, Adam 3.03e-4
-  decayed linearly, eps 1e-5, value 0.5, entropy 4.68e-4, GAE 0.95, V-trace rho = c = 1, no gradient clipping).
+  decayed linearly, eps 1e-5, value 0.5, entropy 4.68e-4, GAE 0.95, normalised returns, V-trace rho = c = 1, no
+  gradient clipping).
 - `a3c_cartpole`: ChainerRL's A3C (Mnih et al. 2016): 200-200 MLP, t_max 5, RMSprop, 2 asynchronous gradient workers.
 - `apex_dqn_cartpole`: Ape-X (Horgan et al. 2018): `dqn_cartpole` fed by 2 asynchronous collection workers into a
   prioritized memory with 3-step returns.
@@ -79,6 +80,7 @@ def appo_atari() -> HParams:
     hp.gamma, hp.gae_lambda = 0.99, 0.95
     hp.max_grad_norm = 0.0
     hp.vtrace, hp.vtrace_rho, hp.vtrace_c = True, 1.0, 1.0
+    hp.normalize_returns = True
     hp.shared_torso = True
     hp.activation = "relu"
     hp.precision = "bf16"

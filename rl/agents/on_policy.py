@@ -20,7 +20,7 @@ import torch
 
 from rl.agents.base import Agent
 from rl.agents.flat_adam import FlatAdam
-from rl.agents.normalize import ObsNormalizer, RewardNormalizer
+from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
 from rl.envs import has_same_step_native
 from rl.errors import ConfigError
 from rl.grad_comp.policy_gradient import approx_kl, normalized_advantages
@@ -57,6 +57,9 @@ class OnPolicyAgent(Agent):
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
         self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None
         self.reward_norm = RewardNormalizer(num_envs, hp.gamma, hp.clip_reward) if hp.normalize_reward else None
+        # Sample Factory's normalised returns: the value head learns standardised returns; the rollout keeps the
+        # head's outputs, which an update turns back into returns with the statistics it has then
+        self.return_norm = RunningMeanStd(()) if hp.normalize_returns else None
         self.shuffle = torch.Generator().manual_seed(seed + 2)
         self.hidden = self.model.initial_state(num_envs, self.device)
         self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
@@ -135,10 +138,15 @@ class OnPolicyAgent(Agent):
         hp, mem = self.hp, self.memory
         lr, clip = self._schedule()
         self.optimizer.lr = lr
+        T = mem.pos
+        mem.values[:T] = self._real(mem.values[:T])
         if self.vtrace:
             self._vtrace_targets()
         else:
-            mem.compute_advantages(self._next_values(mem.values[:mem.pos]), hp.gamma, hp.gae_lambda)
+            mem.compute_advantages(self._next_values(mem.values[:T]), hp.gamma, hp.gae_lambda)
+        if self.return_norm is not None:  # the value loss compares standardised values with standardised returns
+            self.return_norm.update(mem.returns[:T].flatten().numpy())
+            mem.returns[:T], mem.values[:T] = self._standard(mem.returns[:T]), self._standard(mem.values[:T])
         batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
         coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
                      normalize_advantage=hp.normalize_advantage)
@@ -178,7 +186,7 @@ class OnPolicyAgent(Agent):
             whole = next(mem.minibatches(len(mem), self.shuffle, seq_len=0))  # the rollout in time-major order
             with torch.inference_mode():
                 log_probs, _, current = self._evaluate(whole, need_entropy=False)
-            values = current.reshape(T, -1).cpu()
+            values = self._real(current.reshape(T, -1).cpu())
             log_rhos = log_probs.reshape(T, -1).cpu() - mem.log_probs[:T]
         vs, advantages = vtrace_targets(log_rhos, values, self._next_values(values), mem.rewards[:T],
                                         mem.terminated[:T], mem.dones[:T], hp.gamma, hp.vtrace_rho, hp.vtrace_c)
@@ -198,8 +206,17 @@ class OnPolicyAgent(Agent):
         hidden = mem.next_hidden[where].to(self.device) if self.recurrent else None
         with torch.inference_mode():
             _, values, _ = self._forward(mem.next_obs[where].to(self.device), hidden)
-        next_values[where] = values.cpu()
+        next_values[where] = self._real(values.cpu())
         return next_values
+
+    def _real(self, values: torch.Tensor) -> torch.Tensor:
+        """The value head's outputs as returns (with `normalize_returns` the head predicts standardised returns)."""
+        rn = self.return_norm
+        return values if rn is None else values * float(np.sqrt(rn.var + 1e-8)) + float(rn.mean)
+
+    def _standard(self, returns: torch.Tensor) -> torch.Tensor:
+        rn = self.return_norm
+        return (returns - float(rn.mean)) / float(np.sqrt(rn.var + 1e-8))
 
     def _step(self, loss: torch.Tensor) -> None:
         """One optimizer step on autograd's gradient of `loss`, clipped by global norm."""
@@ -221,6 +238,8 @@ class OnPolicyAgent(Agent):
             state["obs_norm"] = self.obs_norm.state_dict()
         if self.reward_norm is not None:
             state["reward_norm"] = self.reward_norm.state_dict()
+        if self.return_norm is not None:
+            state["return_norm"] = self.return_norm.state_dict()
         if include_memory:
             state["memory"] = self.memory.state_dict()
         return state
@@ -238,6 +257,8 @@ class OnPolicyAgent(Agent):
         if self.reward_norm is not None:
             self.reward_norm.load_state_dict(state["reward_norm"])
             self.reward_norm.reset()
+        if self.return_norm is not None:
+            self.return_norm.load_state_dict(state["return_norm"])
         self.memory.reset()
         if "memory" in state:
             self.memory.load_state_dict(state["memory"])
