@@ -39,6 +39,8 @@ def tiny_budget(name: str) -> tuple[int, str]:
         if has.get("num_updates"):
             over["num_updates"] = 2
         steps = 200
+        if has.get("num_workers"):  # worker shipments of 25 vector steps: the budget is a whole number of them
+            over["worker_steps"] = 25
     over.update(checkpoint_interval=steps // 2, log_interval=steps // 2)
     return steps, ",".join(f"{k}={v}" for k, v in over.items())
 

@@ -1,0 +1,27 @@
+"""Learning tests of the Scheme's sets, each with 2 asynchronous collection workers, judged by the best periodic
+evaluation (checkpoints/best.pt). Asynchronous runs are not bitwise reproducible (which weights a worker acts with
+depends on timing), so the thresholds leave room.
+
+Measured on this 2-core machine (best evaluation, 10 episodes):
+- impala_cartpole, 60k steps, seeds 0-4: 500 / 500 / 426.5 / 500 / 500; threshold 400.
+- apex_dqn_cartpole (dqn_cartpole + prioritized + 3-step, 2 workers), seeds 0-4 over 50k steps: 500 at 20k, 20k,
+  20k, 10k and 30k steps; here 30k steps, threshold 300.
+"""
+
+import json
+
+import pytest
+
+
+@pytest.mark.learning
+@pytest.mark.parametrize("name, steps, threshold", [("impala_cartpole", 60_000, 400),
+                                                    ("apex_dqn_cartpole", 30_000, 300)])
+def test_scheme_set_learns_cartpole_with_two_workers(tmp_path, train_cli, name, steps, threshold):
+    out = tmp_path / name
+    res = train_cli("--hparams", name, "--output_dir", str(out), "--seed", "0", "--train_steps", str(steps),
+                    "--eval_episodes", "10", timeout=900)
+    assert res.returncode == 0, res.stderr
+    final = json.loads((out / "eval.json").read_text())
+    assert final["env_steps"] >= steps
+    assert final["best"]["mean_return"] >= threshold, final  # a random policy scores about 22
+    assert "restarted" not in res.stdout
