@@ -91,12 +91,14 @@ def appo_atari() -> HParams:
 
 @hparams.register
 def a3c_cartpole() -> HParams:
-    """ChainerRL's A3C example on CartPole: 200-200 MLP, t_max 5, RMSprop (lr 7e-4, eps 0.1, alpha 0.99), entropy
-    0.01, 2 asynchronous gradient workers each on its own env."""
+    """ChainerRL's A3C example on CartPole: 200-200 MLP, t_max 5, RMSprop (lr 7e-4, alpha 0.99), entropy 0.01, 2
+    asynchronous gradient workers each on its own env."""
     hp = _cartpole(a2c())
     hp.hidden_sizes = [200, 200]
     hp.num_envs, hp.num_steps = 1, 5
-    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 7e-4, 0.1, 0.99
+    # ChainerRL's RMSprop epsilon 0.1 is for its loss summed over the rollout; ours is the mean, with gradients
+    # t_max times smaller, and at 0.1 it barely moved (best evaluation 60 and 109 over 200k steps, 2 seeds)
+    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 7e-4, 1e-5, 0.99
     hp.ent_coef, hp.vf_coef = 0.01, 0.5
     hp.gae_lambda, hp.normalize_advantage = 1.0, False
     hp.num_grad_workers, hp.grad_communication = 2, "async"
