@@ -23,23 +23,18 @@ import time
 import torch
 
 import hparams  # noqa: F401  (fills the hparams registry)
+from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import hparams as sets
-from rl.run import build_agent, configure_torch, seed_everything, true_next_obs
+from rl.run import build_agent, configure_torch, seed_everything
 
 
-def collect(agent, env, obs, steps: int, update: bool):
+def collect(collector: Collector, steps: int, update: bool) -> None:
+    """`steps` steps of rl/run.py's loop (the Collector), each followed by the agent's update when `update`."""
     for _ in range(steps):
-        actions = agent.act(obs)
-        next_obs, rewards, terminated, truncated, info = env.step(actions)
-        dones = terminated | truncated
-        agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
-        if dones.any():
-            agent.reset_episodes(dones)
+        collector.step()
         if update:
-            agent.update()
-        obs = next_obs
-    return obs
+            collector.agent.update()
 
 
 def main() -> None:
@@ -60,23 +55,21 @@ def main() -> None:
     seed_everything(hp.seed)
     env = make_env(hp)
     agent = build_agent(hp, env, hp.seed)
-    obs, _ = env.reset(seed=hp.seed)
+    collector = Collector(env, agent, hp.seed)
     on_policy = hasattr(agent.memory, "compute_advantages")
     if on_policy:  # each measured update learns from a freshly collected rollout (collection is not measured)
         def prepare():
-            nonlocal obs
-            obs = collect(agent, env, obs, hp.num_steps - agent.memory.pos, update=False)
+            collect(collector, hp.num_steps - agent.memory.pos, update=False)
         run = agent.update
         per_update = hp.epochs * max(1, (hp.num_steps * hp.num_envs) // (hp.batch_size or 10**9))
     elif hp.agent == "dqn":  # one training phase (gradient_steps steps) after each train_freq collected steps
-        obs = collect(agent, env, obs, max(args.fill, hp.learning_starts + 1), update=False)
+        collect(collector, max(args.fill, hp.learning_starts + 1), update=False)
 
         def prepare():
-            nonlocal obs
-            obs = collect(agent, env, obs, hp.train_freq, update=False)
+            collect(collector, hp.train_freq, update=False)
         run, per_update = agent.update, hp.gradient_steps
     else:
-        obs = collect(agent, env, obs, args.fill, update=False)
+        collect(collector, args.fill, update=False)
         prepare, run, per_update = (lambda: None), agent.gradient_step, 1
     if args.compile:
         agent.loss_fn = torch.compile(agent.loss_fn, dynamic=False)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import grad_comp
 from rl.registry import hparams as sets
@@ -64,13 +65,9 @@ def one_update(grad_comp_name: str):
     env = make_env(hp)
     agent = build_agent(hp, env, 0)
     before = torch.cat([p.detach().flatten().clone() for p in agent.model.parameters()])
-    obs, _ = env.reset(seed=0)
+    collector = Collector(env, agent, seed=0)
     while agent.updates == 0:
-        actions = agent.act(obs)
-        next_obs, rewards, terminated, truncated, info = env.step(actions)
-        agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
-        agent.reset_episodes(terminated | truncated)
-        obs = next_obs
+        collector.step()
         agent.update()
     return before, torch.cat([p.detach().flatten() for p in agent.model.parameters()])
 

@@ -15,6 +15,7 @@ import torch
 
 from hparams.continuous import ddpg, sac, td3
 from rl.agents.continuous import update_schedule
+from rl.collector import Collector
 from rl.errors import ConfigError
 from rl.memory.replay import ReplayMemory
 from rl.registry import agents
@@ -34,22 +35,20 @@ def small(hp, **values):
     return hp
 
 
-def run_steps(agent, env, obs, steps: int):
-    """Drive the agent like rl/run.py's loop; returns the last obs and every action taken."""
+def run_steps(agent, env, seed: int, steps: int) -> np.ndarray:
+    """Drive the agent like rl/run.py's loop (a Collector step, then agent.update) for `steps` vector steps from
+    `env.reset(seed=seed)`; returns every action taken."""
     taken = []
-    for _ in range(steps):
-        actions = agent.act(obs)
-        next_obs, rewards, terminated, truncated, info = env.step(actions)
-        dones = terminated | truncated
-        real_next = next_obs.copy()
-        for i in np.flatnonzero(dones):
-            real_next[i] = info["final_obs"][i]
-        agent.observe(obs, actions, rewards, real_next, terminated, truncated)
-        agent.reset_episodes(dones)
-        agent.update()
+
+    def observe(obs, actions, *transition):
         taken.append(actions.copy())
-        obs = next_obs
-    return obs, np.concatenate(taken)
+        agent.observe(obs, actions, *transition)
+
+    collector = Collector(env, agent, seed, observe=observe)
+    for _ in range(steps):
+        collector.step()
+        agent.update()
+    return np.concatenate(taken)
 
 
 def make_pendulum(n=1):
@@ -78,7 +77,7 @@ def test_pytorchrl_names_map_onto_train_freq_and_gradient_steps():
 def test_schedule_counts_gradient_steps():
     hp = small(sac(), update_every=5, num_updates=3)
     agent, env = build(hp), make_pendulum()
-    run_steps(agent, env, env.reset(seed=0)[0], 40)
+    run_steps(agent, env, 0, 40)
     # phases at env steps 15, 20, ..., 40 (after learning_starts = 10, at multiples of 5): 6 phases of 3 steps
     assert agent.grad_steps == 18 and agent.actor_updates == 18
 
@@ -86,7 +85,7 @@ def test_schedule_counts_gradient_steps():
 def test_warm_up_is_uniform_and_actions_are_scaled_to_the_env_bounds():
     hp = small(sac(), learning_starts=500)
     agent, env = build(hp), make_pendulum()
-    _, actions = run_steps(agent, env, env.reset(seed=0)[0], 300)
+    actions = run_steps(agent, env, 0, 300)
     assert actions.min() >= -2 and actions.max() <= 2 and actions.min() < -1.5 and actions.max() > 1.5
     assert abs(actions.mean()) < 0.3 and agent.grad_steps == 0
     stored = agent.memory.actions[:300]
@@ -99,7 +98,7 @@ def test_warm_up_is_uniform_and_actions_are_scaled_to_the_env_bounds():
 def test_td3_updates_actor_and_targets_every_policy_delay_steps():
     hp = small(td3(), learning_starts=50)
     agent, env = build(hp), make_pendulum()
-    run_steps(agent, env, env.reset(seed=0)[0], 50)  # fill past learning_starts without updates
+    run_steps(agent, env, 0, 50)  # fill past learning_starts without updates
 
     def snapshot():
         return [torch.cat([p.flatten() for p in m.parameters()]).clone()
@@ -119,7 +118,7 @@ def test_td3_updates_actor_and_targets_every_policy_delay_steps():
 def test_ddpg_updates_actor_every_step_with_one_critic():
     hp = small(ddpg(), learning_starts=20)
     agent, env = build(hp), make_pendulum()
-    run_steps(agent, env, env.reset(seed=0)[0], 25)
+    run_steps(agent, env, 0, 25)
     assert agent.critic.num_critics == 1 and agent.grad_steps == agent.actor_updates == 5
 
 
@@ -144,7 +143,7 @@ def test_priorities_get_the_absolute_td_error_of_each_sample(make):
     hp = small(make(), learning_starts=30)
     agent, env = build(hp), make_pendulum()
     agent.memory = RecordingMemory(100, (3,), np.float32, (1,), np.float32, gamma=hp.gamma)
-    run_steps(agent, env, env.reset(seed=0)[0], 33)
+    run_steps(agent, env, 0, 33)
     assert len(agent.memory.updates) == 3
     indices, errors = agent.memory.updates[-1]
     assert indices.shape == errors.shape == (hp.batch_size,) and (errors >= 0).all() and errors.sum() > 0
@@ -158,7 +157,7 @@ def test_save_and_resume_continues_identically(make):
         hp.noise_type = "ornstein_uhlenbeck"  # its state is part of the checkpoint
     env_a = make_pendulum()
     agent_a = build(hp)
-    run_steps(agent_a, env_a, env_a.reset(seed=0)[0], 40)
+    run_steps(agent_a, env_a, 0, 40)
     buffer = io.BytesIO()
     torch.save({"agent": agent_a.state_dict(), "rng": torch.get_rng_state()}, buffer)
     buffer.seek(0)
@@ -167,9 +166,9 @@ def test_save_and_resume_continues_identically(make):
     agent_b.load_state_dict(state["agent"])
     env_b = make_pendulum()
     torch.set_rng_state(state["rng"])
-    _, actions_a = run_steps(agent_a, env_a, env_a.reset(seed=5)[0], 30)
+    actions_a = run_steps(agent_a, env_a, 5, 30)
     torch.set_rng_state(state["rng"])
-    _, actions_b = run_steps(agent_b, env_b, env_b.reset(seed=5)[0], 30)
+    actions_b = run_steps(agent_b, env_b, 5, 30)
     assert np.array_equal(actions_a, actions_b)
     for pa, pb in zip(agent_a.actor.parameters(), agent_b.actor.parameters()):
         assert torch.equal(pa, pb)
@@ -242,6 +241,6 @@ def test_prioritized_n_step_memory_plugs_in():
     """The prioritized memory sets priorities from the agent's TD errors; n-step memories set the discounts."""
     hp = small(sac(), learning_starts=30, memory="prioritized", n_step=3)
     agent, env = build(hp), make_pendulum()
-    run_steps(agent, env, env.reset(seed=0)[0], 40)
+    run_steps(agent, env, 0, 40)
     assert agent.grad_steps == 10 and agent.memory.max_priority != 1.0
     assert np.allclose(agent.memory.discounts[: len(agent.memory)], hp.gamma**3)

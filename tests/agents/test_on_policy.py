@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
+from rl.collector import Collector
 from rl.envs import make_env
 from rl.errors import ConfigError
 from rl.registry import act_select
 from rl.registry import hparams as sets
-from rl.run import build_agent, evaluate, seed_everything, true_next_obs
+from rl.run import build_agent, evaluate, seed_everything
 
 ON_POLICY_SETS = ["vpg_cartpole", "a2c_cartpole", "ppo_cartpole", "ppo_gru_cartpole", "ppo_pendulum",
                   "ppo_halfcheetah_bullet"]
@@ -32,28 +33,29 @@ def make(name: str, overrides: str = "", seed: int = 0):
     return hp, env, build_agent(hp, env, seed)
 
 
-def play(agent, env, obs, steps: int, record: list | None = None):
-    """The training loop of rl/run.py (same-step autoreset), `steps` vector steps; returns the last obs."""
+def play(agent, env, seed: int, steps: int, record: list | None = None) -> Collector:
+    """The training loop of rl/run.py (SingleProcess: a Collector step, then agent.update) for `steps` vector steps
+    from `env.reset(seed=seed)`; `record` receives each step's (actions, update diagnostics)."""
+    taken: list = []
+
+    def observe(obs, actions, *transition):
+        taken.append(actions.copy())
+        agent.observe(obs, actions, *transition)
+
+    collector = Collector(env, agent, seed, observe=observe)
     for _ in range(steps):
-        actions = agent.act(obs)
-        next_obs, rewards, terminated, truncated, info = env.step(actions)
-        dones = terminated | truncated
-        agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
-        if dones.any():
-            agent.reset_episodes(dones)
+        collector.step()
         out = agent.update()
         if record is not None:
-            record.append((actions.copy(), out))
-        obs = next_obs
-    return obs
+            record.append((taken[-1], out))
+    return collector
 
 
 @pytest.mark.parametrize("name", ["vpg_cartpole", "a2c_cartpole", "ppo_cartpole"])
 def test_update_learns_exactly_when_the_rollout_is_full(name):
     hp, env, agent = make(name, "num_steps=4,num_envs=2,batch_size=4")
-    obs, _ = env.reset(seed=0)
     record: list = []
-    play(agent, env, obs, 8, record)
+    play(agent, env, 0, 8, record)
     updated = [bool(out) for _, out in record]
     assert updated == [False, False, False, True] * 2
     info = record[3][1]
@@ -65,9 +67,8 @@ def test_update_learns_exactly_when_the_rollout_is_full(name):
 
 def test_linear_decay_of_lr_and_clip_range():
     hp, env, agent = make("ppo_cartpole", "num_steps=4,num_envs=2,train_steps=16")
-    obs, _ = env.reset(seed=0)
     record: list = []
-    play(agent, env, obs, 4, record)
+    play(agent, env, 0, 4, record)
     info = record[-1][1]
     assert info["charts/learning_rate"] == pytest.approx(1e-3 * (1 - 8 / 16))
     assert info["charts/clip_range"] == pytest.approx(0.2 * (1 - 8 / 16))
@@ -76,20 +77,21 @@ def test_linear_decay_of_lr_and_clip_range():
 
 def test_recurrent_hidden_state_resets_at_episode_ends_and_replays_exactly():
     hp, env, agent = make("ppo_gru_cartpole", "num_envs=3,num_steps=40,recurrent_seq_len=0")
-    obs, _ = env.reset(seed=0)
+    seen = {}
+
+    def observe(obs, actions, rewards, next_obs, terminated, truncated):  # the hidden state before the resets
+        agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
+        seen["before"], seen["dones"] = agent.hidden.clone(), terminated | truncated
+
+    collector = Collector(env, agent, seed=0, observe=observe)
     done_log = []
     for _ in range(40):
-        actions = agent.act(obs)
-        next_obs, rewards, terminated, truncated, info = env.step(actions)
-        dones = terminated | truncated
-        agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
-        before = agent.hidden.clone()
+        collector.step()  # observe, then reset_episodes where an episode ended
+        before, dones = seen["before"], seen["dones"]
         if dones.any():
-            agent.reset_episodes(dones)
             assert (agent.hidden[dones] == 0).all()  # a new episode starts from the zero state
             assert torch.equal(agent.hidden[~dones], before[~dones])
         done_log.append(dones.astype(np.float32))
-        obs = next_obs
     assert np.sum(done_log[:-1]) > 0, "some CartPole episode must end in 40 random-policy steps"
     mem = agent.memory
     assert mem.starts[0].tolist() == [1.0, 1.0, 1.0]
@@ -112,14 +114,9 @@ def test_recurrent_minibatches_replay_acting_exactly_across_chunks_and_episode_s
     V(real_next_obs, next_hidden) must be the next step's acting value wherever the episode goes on."""
     hp, env, agent = make("ppo_gru_cartpole", f"num_envs=4,num_steps=48,recurrent_seq_len={seq_len},batch_size=64,"
                                                   "normalize_obs=false")  # fixed inputs: acting and replay compare
-    obs, _ = env.reset(seed=1)
+    collector = Collector(env, agent, seed=1)
     for _ in range(hp.num_steps):  # the training loop, stopped before the update
-        actions = agent.act(obs)
-        next_obs, rewards, terminated, truncated, info = env.step(actions)
-        dones = terminated | truncated
-        agent.observe(obs, actions, rewards, true_next_obs(next_obs, dones, info), terminated, truncated)
-        agent.reset_episodes(dones)
-        obs = next_obs
+        collector.step()
     mem = agent.memory
     inside = mem.starts[1:].bool() & (torch.arange(1, hp.num_steps) % 8 != 0).unsqueeze(1)
     assert inside.any(), "some episode must start inside a chunk"
@@ -148,7 +145,7 @@ def test_recurrent_minibatches_replay_acting_exactly_across_chunks_and_episode_s
                                                               "normalize_obs=true,normalize_reward=true")])
 def test_checkpoint_round_trip_continues_identically(name, overrides):
     hp, env, agent = make(name, overrides)
-    play(agent, env, env.reset(seed=0)[0], 20)  # two updates, then 4 steps into the third rollout
+    play(agent, env, 0, 20)  # two updates, then 4 steps into the third rollout
     buffer = io.BytesIO()
     torch.save(agent.state_dict(), buffer)
     buffer.seek(0)
@@ -159,8 +156,8 @@ def test_checkpoint_round_trip_continues_identically(name, overrides):
     clone.load_state_dict(state)
     agent.load_state_dict(state)  # both go on as a resumed run does, with fresh episodes
     rec_a, rec_b = [], []
-    play(agent, env, env.reset(seed=7)[0], 16, rec_a)
-    play(clone, env_b, env_b.reset(seed=7)[0], 16, rec_b)
+    play(agent, env, 7, 16, rec_a)
+    play(clone, env_b, 7, 16, rec_b)
     assert sum(bool(info) for _, info in rec_a) == 2
     for (a, info_a), (b, info_b) in zip(rec_a, rec_b):
         assert np.array_equal(a, b)
@@ -268,8 +265,7 @@ def test_resume_mid_rollout(tmp_path, train_cli):
 # ---------------------------------------------------------------------------------------------------- learning
 def train_and_evaluate(name: str, steps: int, overrides: str = "", seed: int = 0, episodes: int = 10) -> float:
     hp, env, agent = make(name, f"train_steps={steps}" + (f",{overrides}" if overrides else ""), seed)
-    obs, _ = env.reset(seed=seed)
-    play(agent, env, obs, steps // hp.num_envs)
+    play(agent, env, seed, steps // hp.num_envs)
     env.close()
     return float(np.mean(evaluate(agent, hp, episodes, seed=seed + 10_000)))
 
