@@ -24,4 +24,4 @@ def test_scheme_set_learns_cartpole_with_two_workers(tmp_path, train_cli, name, 
     final = json.loads((out / "eval.json").read_text())
     assert final["env_steps"] >= steps
     assert final["best"]["mean_return"] >= threshold, final  # a random policy scores about 22
-    assert "restarted" not in res.stdout
+    assert "; restarted (" not in res.stdout  # no worker was lost on the way
