@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from rl.agents.base import resolve_device
 from rl.agents.flat_adam import FlatAdam
 from rl.errors import ConfigError
 
@@ -45,7 +46,9 @@ class GradientGroup:
     """This process's place in the group: the all-reduce hook, the agreed stop, the group's step count."""
 
     def __init__(self, rank: int, world: int, port: int, device: str):
-        backend = "nccl" if device.startswith("cuda") else "gloo"
+        backend = "nccl" if resolve_device(device).startswith("cuda") else "gloo"
+        if backend == "nccl":  # one GPU a process where there are several ("cuda" then means this one)
+            torch.cuda.set_device(rank % torch.cuda.device_count())
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(hours=6))  # rank 0 evaluates while the others wait
         self.rank, self.world = rank, world

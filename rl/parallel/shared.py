@@ -28,7 +28,7 @@ class SharedWeights:
     that read while the learner wrote reads again) and the learner's env step count."""
 
     def __init__(self, agent):
-        self.tensors = {f"{name}.{key}": t.detach().clone().share_memory_()
+        self.tensors = {f"{name}.{key}": t.detach().to("cpu", copy=True).share_memory_()  # workers act on the CPU
                         for name, m in acting_modules(agent).items() for key, t in m.state_dict().items()}
         self.control = torch.zeros(4, dtype=torch.int64).share_memory_()
         self.control[VERSION] = -1  # nothing published yet

@@ -1,4 +1,4 @@
-"""`normalize_returns` (Sample Factory): the value head learns standardised returns; targets are built in return units."""
+"""`normalize_returns` (Sample Factory): the value head learns standardised returns; targets are in return units."""
 
 from __future__ import annotations
 
