@@ -23,3 +23,28 @@ def run_train(*args: str, timeout: float = 300, **kwargs) -> subprocess.Complete
 @pytest.fixture
 def train_cli():
     return run_train
+
+
+def fill_rollout(name: str, overrides: str = ""):
+    """An on-policy agent of set `name` whose rollout the Collector has just filled (seed 0), before its update."""
+    from rl.collector import Collector
+    from rl.envs import make_env
+    from rl.registry import hparams as sets
+    from rl.run import build_agent, seed_everything
+
+    hp = sets[name]()
+    if overrides:
+        hp.parse(overrides)
+    seed_everything(0)
+    env = make_env(hp)
+    agent = build_agent(hp, env, 0)
+    collector = Collector(env, agent, seed=0)
+    while not agent.memory.full:
+        collector.step()
+    env.close()
+    return agent
+
+
+@pytest.fixture
+def filled_rollout():
+    return fill_rollout

@@ -5,29 +5,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import hparams  # noqa: F401 - registers the sets
-from rl.collector import Collector
-from rl.envs import make_env
-from rl.registry import hparams as sets
-from rl.run import build_agent, seed_everything
+
+def filled_agent(fill, overrides: str = ""):
+    return fill("ppo_cartpole", "normalize_returns=true,num_steps=64" + ("," + overrides if overrides else ""))
 
 
-def filled_agent(overrides: str = ""):
-    hp = sets["ppo_cartpole"]()
-    hp.parse("normalize_returns=true,num_steps=64" + ("," + overrides if overrides else ""))
-    seed_everything(0)
-    env = make_env(hp)
-    agent = build_agent(hp, env, 0)
-    collector = Collector(env, agent, seed=0)
-    while not agent.memory.full:
-        collector.step()
-    return agent, collector
-
-
-def test_the_loss_sees_standardised_returns_and_the_statistics_track_the_returns():
-    agent, _ = filled_agent("epochs=1")
+def test_the_loss_sees_standardised_returns_and_the_statistics_track_the_returns(filled_rollout):
+    agent = filled_agent(filled_rollout, "epochs=1")
     mem = agent.memory
-    expected = filled_agent("normalize_returns=false,epochs=1")[0]  # the same rollout, targets in return units
+    # the same rollout, its targets in return units
+    expected = filled_agent(filled_rollout, "normalize_returns=false,epochs=1")
     expected.memory.compute_advantages(expected._next_values(expected.memory.values[:64]), 0.98, 0.8)
     # the first update: the head's outputs are returns standardised by (mean 0, var 1), i.e. the raw outputs
     agent.update()
@@ -39,8 +26,8 @@ def test_the_loss_sees_standardised_returns_and_the_statistics_track_the_returns
     assert real.mean() > 1.0  # CartPole's returns are far from standard: the standardisation did something
 
 
-def test_values_are_turned_back_into_returns_for_the_targets():
-    agent, _ = filled_agent()
+def test_values_are_turned_back_into_returns_for_the_targets(filled_rollout):
+    agent = filled_agent(filled_rollout)
     agent.return_norm.update(np.array([10.0, 30.0]))  # mean 20, std 10
     raw = agent.memory.values[:64].clone()
     real = agent._real(raw)
@@ -48,10 +35,10 @@ def test_values_are_turned_back_into_returns_for_the_targets():
     torch.testing.assert_close(agent._standard(real), raw, rtol=1e-5, atol=1e-5)
 
 
-def test_the_statistics_are_checkpointed():
-    agent, _ = filled_agent()
+def test_the_statistics_are_checkpointed(filled_rollout):
+    agent = filled_agent(filled_rollout)
     agent.update()
     state = agent.state_dict(include_memory=False)
-    other, _ = filled_agent()
+    other = filled_agent(filled_rollout)
     other.load_state_dict(state)
     assert other.return_norm.mean == agent.return_norm.mean and other.return_norm.var == agent.return_norm.var

@@ -7,40 +7,22 @@ import copy
 
 import torch
 
-import hparams  # noqa: F401 - registers the sets
-from rl.collector import Collector
-from rl.envs import make_env
 from rl.grad_comp.vtrace import vtrace_targets
-from rl.registry import hparams as sets
-from rl.run import build_agent, seed_everything
 
 
-def filled_agent(overrides: str):
-    hp = sets["a2c_cartpole"]()
-    hp.parse(overrides)
-    seed_everything(0)
-    env = make_env(hp)
-    agent = build_agent(hp, env, 0)
-    collector = Collector(env, agent, seed=0)
-    while not agent.memory.full:
-        collector.step()
-    env.close()
-    return agent
-
-
-def test_vtrace_on_its_own_rollout_is_the_lambda_1_return():
-    agent = filled_agent("grad_comp=vtrace,num_steps=16")
+def test_vtrace_on_its_own_rollout_is_the_lambda_1_return(filled_rollout):
+    agent = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     assert agent.vtrace
     mem = agent.memory
     agent._vtrace_targets()
     vs = mem.returns.clone()
-    gae_agent = filled_agent("grad_comp=a2c,num_steps=16,gae_lambda=1.0")  # the same rollout, GAE with lambda 1
+    gae_agent = filled_rollout("a2c_cartpole", "grad_comp=a2c,num_steps=16,gae_lambda=1.0")  # same rollout, GAE(1)
     gae_agent.memory.compute_advantages(gae_agent._next_values(gae_agent.memory.values), 0.99, 1.0)
     torch.testing.assert_close(vs, gae_agent.memory.returns)
 
 
-def test_stale_rescoring_with_unchanged_weights_changes_nothing():
-    fresh = filled_agent("grad_comp=vtrace,num_steps=16")
+def test_stale_rescoring_with_unchanged_weights_changes_nothing(filled_rollout):
+    fresh = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     stale = copy.deepcopy(fresh)
     stale.stale = True  # rescored by a forward pass of the current weights: the same weights here
     fresh._vtrace_targets()
@@ -49,8 +31,8 @@ def test_stale_rescoring_with_unchanged_weights_changes_nothing():
     torch.testing.assert_close(stale.memory.advantages, fresh.memory.advantages, rtol=1e-5, atol=1e-5)
 
 
-def test_a_stale_rollout_is_corrected_by_the_ratio_of_current_to_behaviour_policy():
-    agent = filled_agent("grad_comp=vtrace,num_steps=16")
+def test_a_stale_rollout_is_corrected_by_the_ratio_of_current_to_behaviour_policy(filled_rollout):
+    agent = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     mem = agent.memory
     mem.log_probs[:16] += 0.5  # the behaviour policy was surer of its actions: ratios exp(-0.5) < 1
     agent.stale = True
@@ -70,8 +52,8 @@ def test_a_stale_rollout_is_corrected_by_the_ratio_of_current_to_behaviour_polic
     assert (mem.returns[:T] - on_policy_vs).abs().max() > 1e-3  # the correction did something
 
 
-def test_update_learns_from_vtrace_targets():
-    agent = filled_agent("grad_comp=vtrace,num_steps=16")
+def test_update_learns_from_vtrace_targets(filled_rollout):
+    agent = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     before = agent.optimizer.param.clone()
     info = agent.update()
     assert "losses/value_loss" in info and not torch.equal(before, agent.optimizer.param)
