@@ -5,7 +5,19 @@ The loop in `rl/run.py` calls, for N envs at once:
     agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
     diagnostics = agent.update()                      # {} unless the algorithm's schedule says to learn
 `next_obs` is the true successor of `obs` (the final observation where an episode ended), so no transition spans
-two episodes. `state_dict` holds everything a resumed run needs: networks, optimizers, counters, RNG, memory.
+two episodes.
+
+The learner interface (what `rl/parallel` and checkpoints use; nothing else of an agent is touched from outside):
+    networks(), optimizers()      declared once; `state_dict`/`load_state_dict` are written from them here
+    acting_state() / load_acting_state(state)
+                                  what a collection worker needs to act: the networks' weights, the normalisation
+                                  statistics and the step count, as one flat dict of tensors (published by the learner)
+    take_statistics() / merge_statistics(stats)
+                                  the normalisation moments a worker gathered since it last shipped; the learner merges
+    compute_gradients(batch) / apply_gradients(grad)
+                                  a gradient worker's half of a gradient step, and the learner's half
+`updates` counts the learner's updates (a rollout's epochs, a replay training phase, an applied gradient): the unit
+of the policy version and of the policy lag.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ import contextlib
 
 import numpy as np
 import torch
+from torch import nn
 
 from rl.errors import ConfigError
 
@@ -42,7 +55,8 @@ class Agent(abc.ABC):
         self.num_envs, self.seed = num_envs, seed
         hp.device = resolve_device(hp.device)  # the memories and models read it too
         self.device = torch.device(hp.device)
-        self.env_steps = 0
+        self.env_steps = self.grad_steps = self.updates = 0
+        self.collective = None  # set by join_collective (synchronous gradient workers)
         if hp.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {hp.precision!r}: valid: {', '.join(PRECISIONS)}")
         # bf16 where the hardware has it (CUDA; CPUs with AVX-512 BF16/AMX); emulated bf16 would only be slower
@@ -69,13 +83,106 @@ class Agent(abc.ABC):
     def update(self) -> dict:
         """Learn if the schedule says so; return diagnostics (namespaced names -> numbers or tensors)."""
 
-    @abc.abstractmethod
-    def state_dict(self, include_memory: bool = True) -> dict:
-        """Everything needed to continue exactly: weights, optimizers, counters, RNG, memory."""
+    # ------------------------------------------------------------------ the learner interface
+    COUNTERS = ("env_steps", "grad_steps", "updates")
 
     @abc.abstractmethod
+    def networks(self) -> dict[str, nn.Module]:
+        """Every network whose weights are state (target networks too), by a stable name."""
+
+    @abc.abstractmethod
+    def optimizers(self) -> dict:
+        """Every optimizer (rl.agents.flat_adam.FlatAdam), by a stable name."""
+
+    def normalizers(self) -> dict:
+        """Running statistics that acting updates (rl.agents.normalize.RunningMeanStd), by name."""
+        return {}
+
+    def extra_state(self) -> dict:
+        """What else a resumed run needs (random generators, exploration state), as a dict."""
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:  # noqa: B027 - optional hook
+        """Restore `extra_state`; receives the whole state dict."""
+
+    def state_dict(self, include_memory: bool = True) -> dict:
+        """Everything needed to continue exactly: weights, optimizers, counters, statistics, RNG, memory."""
+        state = {"networks": {k: m.state_dict() for k, m in self.networks().items()},
+                 "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
+                 "statistics": {k: s.state_dict() for k, s in self.normalizers().items()},
+                 "counters": {k: getattr(self, k) for k in self.COUNTERS}, **self.extra_state()}
+        if include_memory and getattr(self, "memory", None) is not None:
+            state["memory"] = self.memory.state_dict()
+        return state
+
     def load_state_dict(self, state: dict) -> None:
         """Restore what `state_dict` returned."""
+        for k, m in self.networks().items():
+            m.load_state_dict(state["networks"][k])
+        for k, o in self.optimizers().items():
+            o.load_state_dict(state["optimizers"][k])
+        for k, s in self.normalizers().items():
+            s.load_state_dict(state["statistics"][k])
+        for k in self.COUNTERS:
+            setattr(self, k, int(state["counters"][k]))
+        if "memory" in state and getattr(self, "memory", None) is not None:
+            self.memory.load_state_dict(state["memory"])
+        self.load_extra_state(state)
+        self.statistics_changed()
+
+    def acting_state(self) -> dict[str, torch.Tensor]:
+        """The networks' weights, the normalisation statistics and the step count (exploration schedules follow
+        the learner's), flattened to names -> CPU tensors of fixed shapes (a transport can preallocate them)."""
+        flat = {f"net.{k}.{key}": t.detach().cpu() for k, m in self.networks().items()
+                for key, t in m.state_dict().items()}
+        for k, s in self.normalizers().items():
+            flat[f"stat.{k}.mean"] = torch.from_numpy(np.array(s.mean, np.float64))
+            flat[f"stat.{k}.var"] = torch.from_numpy(np.array(s.var, np.float64))
+            flat[f"stat.{k}.count"] = torch.tensor(float(s.count), dtype=torch.float64)
+        flat["env_steps"] = torch.tensor(self.env_steps, dtype=torch.int64)
+        return flat
+
+    def load_acting_state(self, flat: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for k, m in self.networks().items():
+                for key, t in m.state_dict().items():
+                    t.copy_(flat[f"net.{k}.{key}"])
+        for k, s in self.normalizers().items():
+            s.mean, s.var = flat[f"stat.{k}.mean"].numpy().copy(), flat[f"stat.{k}.var"].numpy().copy()
+            s.count = float(flat[f"stat.{k}.count"])
+        self.statistics_changed()
+        self.env_steps = int(flat["env_steps"])
+
+    def take_statistics(self) -> dict:
+        """The normalisation moments gathered since the last call (a worker ships them with its data)."""
+        return {k: f for k, s in self.normalizers().items() if (f := s.take_fresh()) is not None}
+
+    def merge_statistics(self, stats: dict) -> None:
+        """Fold a worker's `take_statistics()` into this agent's statistics (the learner's)."""
+        normalizers = self.normalizers()
+        for k, f in stats.items():
+            normalizers[k].merge(f["mean"], f["var"], f["count"])
+        if stats:
+            self.statistics_changed()
+
+    def statistics_changed(self) -> None:  # noqa: B027 - optional hook
+        """Called after the normalisation statistics changed from outside (cached forms re-read them)."""
+
+    def compute_gradients(self, batch) -> torch.Tensor | None:
+        """A gradient worker's half of a gradient step: the flat gradient of the loss on `batch` (None: the step is
+        skipped, e.g. PPO's target_kl). Agents that support gradient workers implement it."""
+        raise ConfigError(f"agent {self.hp.agent!r} does not compute gradients for gradient workers")
+
+    def apply_gradients(self, grad: torch.Tensor) -> dict:
+        """The learner's half: clip and apply a shipped gradient; one learner update."""
+        raise ConfigError(f"agent {self.hp.agent!r} does not apply shipped gradients")
+
+    def join_collective(self, collective) -> None:
+        """Synchronous gradient workers: every gradient is averaged across the group before it is clipped, and
+        every per-step decision that depends on data (early stops) is agreed through `collective.mean`."""
+        self.collective = collective
+        for opt in self.optimizers().values():
+            opt.reduce_grad = collective.average
 
     def reset_episodes(self, done: np.ndarray) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called with the mask of envs whose episode ended (recurrent agents reset their state)."""

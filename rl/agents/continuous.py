@@ -69,17 +69,26 @@ class ActorCriticAgent(Agent):
         self.critic = models[hp.critic].build(hp, obs_space, action_space).to(self.device)
         # one flat Adam per network (its own learning rate); flattening comes before the target copies, and the
         # targets are flattened too, so a Polyak update is one lerp_ per network
-        self.optimizers = self.make_optimizers()
+        self.optims = self.make_optimizers()
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False) if self.TARGET_ACTOR else None
-        self._polyak_pairs = [(self.optimizers["critic"].param, flatten_parameters(self.target_critic)[0])]
+        self._polyak_pairs = [(self.optims["critic"].param, flatten_parameters(self.target_critic)[0])]
         if self.target_actor is not None:
-            self._polyak_pairs.append((self.optimizers["actor"].param, flatten_parameters(self.target_actor)[0]))
+            self._polyak_pairs.append((self.optims["actor"].param, flatten_parameters(self.target_actor)[0]))
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, seed=seed)
         self.explore = act_select[hp.act_select].build(hp, int(action_space.shape[0]), num_envs, seed=seed + 1)
         self.loss_fn = grad_comp[hp.grad_comp]
         self.every, self.num_updates = update_schedule(hp)
-        self.grad_steps, self.actor_updates, self._seen = 0, 0, 0
+        self.actor_updates, self._seen = 0, 0
+
+    def networks(self) -> dict:
+        nets = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
+        if self.target_actor is not None:
+            nets["target_actor"] = self.target_actor
+        return nets
+
+    def optimizers(self) -> dict:
+        return self.optims
 
     def make_optimizers(self) -> dict[str, FlatAdam]:
         hp = self.hp
@@ -112,6 +121,7 @@ class ActorCriticAgent(Agent):
         with matmul_precision(self.precision):
             for _ in range(self.num_updates):
                 info = self.gradient_step()
+        self.updates += 1
         info.pop("td_error")
         return info
 
@@ -121,10 +131,10 @@ class ActorCriticAgent(Agent):
         self.grad_steps += 1
         update_actor = self.grad_steps % hp.policy_delay == 0
         loss, info = self.loss(batch, update_actor)
-        for opt in self.optimizers.values():
+        for opt in self.optims.values():
             opt.zero_grad()
         loss.backward()
-        for name, opt in self.optimizers.items():
+        for name, opt in self.optims.items():
             if name == "critic" or update_actor:  # a zero gradient would still move Adam's parameters
                 if hp.max_grad_norm > 0:  # per network: their gradients have unrelated scales
                     opt.clip_grad_norm(hp.max_grad_norm)
@@ -148,33 +158,13 @@ class ActorCriticAgent(Agent):
         return {}
 
     # ------------------------------------------------------------------ checkpointing
-    def state_dict(self, include_memory: bool = True) -> dict:
-        state = {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                 "target_critic": self.target_critic.state_dict(),
-                 "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
-                 "explore": self.explore.state_dict(),
-                 "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps,
-                              "actor_updates": self.actor_updates, "seen": self._seen}}
-        if self.target_actor is not None:
-            state["target_actor"] = self.target_actor.state_dict()
-        if include_memory:
-            state["memory"] = self.memory.state_dict()
-        return state
+    def extra_state(self) -> dict:
+        return {"explore": self.explore.state_dict(),
+                "schedule": {"actor_updates": self.actor_updates, "seen": self._seen}}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
-        if self.target_actor is not None:
-            self.target_actor.load_state_dict(state["target_actor"])
-        for name, opt in self.optimizers.items():
-            opt.load_state_dict(state["optimizers"][name])
+    def load_extra_state(self, state: dict) -> None:
         self.explore.load_state_dict(state["explore"])
-        c = state["counters"]
-        self.env_steps, self.grad_steps, self.actor_updates = c["env_steps"], c["grad_steps"], c["actor_updates"]
-        self._seen = c["seen"]
-        if "memory" in state:
-            self.memory.load_state_dict(state["memory"])
+        self.actor_updates, self._seen = state["schedule"]["actor_updates"], state["schedule"]["seen"]
 
 
 @agents.register("ddpg")
@@ -215,12 +205,8 @@ class SAC(ActorCriticAgent):
                             self.temperature.log_alpha, batch, self.target_entropy, update_actor=update_actor,
                             tune_alpha=self.hp.tune_alpha)
 
-    def state_dict(self, include_memory: bool = True) -> dict:
-        return {**super().state_dict(include_memory), "temperature": self.temperature.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.temperature.load_state_dict(state["temperature"])
+    def networks(self) -> dict:
+        return {**super().networks(), "temperature": self.temperature}
 
 
 class Temperature(torch.nn.Module):

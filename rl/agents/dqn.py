@@ -45,9 +45,14 @@ class DQN(Agent):
         self.noisy = bool(getattr(self.q, "noisy", False))
         self.num_actions = int(action_space.n)
         self.warmup_rng = np.random.default_rng(seed + 2)  # uniform actions before learning_starts, as SB3 takes
-        self.grad_steps = 0
         self._last_train = 0  # env step at which the last training phase ran
         self._last_target = 0  # env step at which the target was last updated
+
+    def networks(self) -> dict:
+        return {"q": self.q, "target": self.target}
+
+    def optimizers(self) -> dict:
+        return {"optimizer": self.optimizer}
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         def q_values() -> torch.Tensor:
@@ -100,6 +105,7 @@ class DQN(Agent):
             self.grad_steps += 1
             if prioritized:
                 self.memory.update_priorities(batch.indices, info["td_error"])
+        self.updates += 1
         info.pop("td_error")
         info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
         return info
@@ -117,26 +123,11 @@ class DQN(Agent):
         whole = self.memory.sample(batch_size * steps)
         yield from zip(whole.split(batch_size), targets_fn(self.target, whole).split(batch_size))
 
-    def state_dict(self, include_memory: bool = True) -> dict:
-        state = {
-            "q": self.q.state_dict(), "target": self.target.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "explore": self.explore.state_dict(), "warmup_rng": self.warmup_rng.bit_generator.state,
-            "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps,
-                         "last_train": self._last_train, "last_target": self._last_target},
-        }
-        if include_memory:
-            state["memory"] = self.memory.state_dict()
-        return state
+    def extra_state(self) -> dict:
+        return {"explore": self.explore.state_dict(), "warmup_rng": self.warmup_rng.bit_generator.state,
+                "schedule": {"last_train": self._last_train, "last_target": self._last_target}}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.q.load_state_dict(state["q"])
-        self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+    def load_extra_state(self, state: dict) -> None:
         self.explore.load_state_dict(state["explore"])
-        if "warmup_rng" in state:
-            self.warmup_rng.bit_generator.state = state["warmup_rng"]
-        c = state["counters"]
-        self.env_steps, self.grad_steps = c["env_steps"], c["grad_steps"]
-        self._last_train, self._last_target = c["last_train"], c["last_target"]
-        if "memory" in state:
-            self.memory.load_state_dict(state["memory"])
+        self.warmup_rng.bit_generator.state = state["warmup_rng"]
+        self._last_train, self._last_target = state["schedule"]["last_train"], state["schedule"]["last_target"]

@@ -13,20 +13,34 @@ import torch
 
 
 class RunningMeanStd:
-    """Mean and variance of a stream of batches, merged batch by batch."""
+    """Mean and variance of a stream of batches, merged batch by batch (Chan et al.). It also keeps the moments of
+    what it saw since the last `take_fresh()`: a collection worker ships those, the learner `merge`s them, so the
+    statistics of every worker's data end up in the learner's (and, published with the weights, back in all)."""
 
     def __init__(self, shape: tuple = (), epsilon: float = 1e-4):
         self.mean = np.zeros(shape, np.float64)
         self.var = np.ones(shape, np.float64)
         self.count = epsilon
+        self.fresh: dict | None = None  # {"mean", "var", "count"} since the last take_fresh()
 
     def update(self, x: np.ndarray) -> None:
         batch_mean, batch_var, n = x.mean(0), x.var(0), x.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean = self.mean + delta * n / total
-        self.var = (self.var * self.count + batch_var * n + delta**2 * self.count * n / total) / total
-        self.count = total
+        self.merge(batch_mean, batch_var, n)
+        if self.fresh is None:
+            self.fresh = {"mean": np.asarray(batch_mean, np.float64), "var": np.asarray(batch_var, np.float64),
+                          "count": float(n)}
+        else:
+            f = self.fresh
+            f["mean"], f["var"], f["count"] = _chan(f["mean"], f["var"], f["count"], batch_mean, batch_var, n)
+
+    def merge(self, mean, var, count: float) -> None:
+        """Fold in the moments of `count` samples seen elsewhere."""
+        self.mean, self.var, self.count = _chan(self.mean, self.var, self.count, np.asarray(mean, np.float64),
+                                                np.asarray(var, np.float64), float(count))
+
+    def take_fresh(self) -> dict | None:
+        fresh, self.fresh = self.fresh, None
+        return fresh
 
     def state_dict(self) -> dict:
         return {"mean": torch.from_numpy(np.array(self.mean, np.float64)),
@@ -35,6 +49,13 @@ class RunningMeanStd:
     def load_state_dict(self, state: dict) -> None:
         self.mean, self.var = state["mean"].numpy().copy(), state["var"].numpy().copy()
         self.count = float(state["count"])
+
+
+def _chan(mean, var, count, batch_mean, batch_var, n):
+    """The mean, variance and count of two samples' union from their moments."""
+    delta = batch_mean - mean
+    total = count + n
+    return (mean + delta * n / total, (var * count + batch_var * n + delta**2 * count * n / total) / total, total)
 
 
 class ObsNormalizer:
@@ -59,6 +80,10 @@ class ObsNormalizer:
 
     def load_state_dict(self, state: dict) -> None:
         self.rms.load_state_dict(state)
+        self._cache()
+
+    def refresh(self) -> None:
+        """Re-read the statistics after they changed from outside (merged or loaded)."""
         self._cache()
 
 

@@ -23,7 +23,7 @@ from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
 from rl.envs import has_same_step_native
 from rl.errors import ConfigError
-from rl.grad_comp.policy_gradient import approx_kl, normalized_advantages
+from rl.grad_comp.policy_gradient import approx_kl
 from rl.grad_comp.vtrace import vtrace_targets
 from rl.registry import act_select, agents, grad_comp, memory, models
 
@@ -52,7 +52,6 @@ class OnPolicyAgent(Agent):
         self.loss_fn = grad_comp[hp.grad_comp]
         # V-trace targets instead of GAE: asked for (APPO), or wanted by the loss (IMPALA's `vtrace`)
         self.vtrace = hp.vtrace or getattr(self.loss_fn, "targets", None) is vtrace_targets
-        self.stale = False  # set by the Scheme when the rollout's behaviour policy is older than the current one
         self.recurrent = self.model.hidden_shape is not None
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
         self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None
@@ -63,8 +62,24 @@ class OnPolicyAgent(Agent):
         self.shuffle = torch.Generator().manual_seed(seed + 2)
         self.hidden = self.model.initial_state(num_envs, self.device)
         self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
-        self.grad_steps = self.updates = 0
         self._cache: tuple | None = None
+        self.diagnostics: dict = {}  # the last gradient step's (compute_gradients)
+        self._kl_stop, self._want_info, self._clip = False, False, hp.clip_range
+
+    def networks(self) -> dict:
+        return {"model": self.model}
+
+    def optimizers(self) -> dict:
+        return {"optimizer": self.optimizer}
+
+    def normalizers(self) -> dict:
+        found = {"obs": None if self.obs_norm is None else self.obs_norm.rms,
+                 "reward": None if self.reward_norm is None else self.reward_norm.rms, "return": self.return_norm}
+        return {k: v for k, v in found.items() if v is not None}
+
+    def statistics_changed(self) -> None:
+        if self.obs_norm is not None:
+            self.obs_norm.refresh()
 
     # ------------------------------------------------------------------ acting
     def _input(self, obs: np.ndarray, update_stats: bool = False) -> torch.Tensor:
@@ -133,10 +148,20 @@ class OnPolicyAgent(Agent):
         return self.policy.log_prob(params, batch.actions), entropy, values
 
     def update(self) -> dict:
+        """Learn from a full rollout: its targets, then `epochs` epochs of minibatch gradient steps."""
         if not self.memory.full:
             return {}
+        for batch in self.learning_batches():
+            grad = self.compute_gradients(batch)
+            if grad is not None:
+                self._apply(grad)
+        return self.finish_update()
+
+    def learning_batches(self):
+        """Fill the rollout's advantages and returns (GAE, or V-trace where asked for), then yield its minibatches
+        epoch by epoch; the epochs end early where `compute_gradients` found the policy past `target_kl`."""
         hp, mem = self.hp, self.memory
-        lr, clip = self._schedule()
+        lr, self._clip = self._schedule()
         self.optimizer.lr = lr
         T = mem.pos
         mem.values[:T] = self._real(mem.values[:T])
@@ -148,32 +173,78 @@ class OnPolicyAgent(Agent):
             self.return_norm.update(mem.returns[:T].flatten().numpy())
             mem.returns[:T], mem.values[:T] = self._standard(mem.returns[:T]), self._standard(mem.values[:T])
         batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
-        coefs = dict(clip_range=clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
-                     normalize_advantage=hp.normalize_advantage)
-        batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
-        single = len(batches) == 1  # one minibatch holds the rollout: the same tensors every epoch
-        if single:
-            batches[0] = batches[0]._replace(advantages=normalized_advantages(batches[0], hp.normalize_advantage))
-            coefs["normalize_advantage"] = False
-        info: dict = {}
-        epochs = 0
-        while epochs < hp.epochs and not info.get("stopped"):
-            if epochs and not single:
+        self._kl_stop, self.epochs_run, self.diagnostics = False, 0, {}
+        batches = None
+        for epoch in range(hp.epochs):
+            if batches is None or len(batches) > 1:  # one minibatch holds the rollout: the same tensors every epoch
                 batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
-            epochs += 1
+            self.epochs_run = epoch + 1
             for i, batch in enumerate(batches):
-                want_info = hp.target_kl > 0 or (epochs == hp.epochs and i == len(batches) - 1)
-                log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or want_info)
-                loss, step_info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=want_info, **coefs)
-                if hp.target_kl > 0 and approx_kl(log_probs, batch.old_log_probs).item() > 1.5 * hp.target_kl:
-                    info = {**step_info, "stopped": True}  # early stop: the policy moved far enough
-                    break
-                self._step(loss)
-                info = step_info or info
-        mem.reset()
+                self._want_info = hp.target_kl > 0 or (epoch == hp.epochs - 1 and i == len(batches) - 1)
+                yield batch
+                if self._kl_stop:
+                    return
+
+    def compute_gradients(self, batch) -> torch.Tensor | None:
+        """Autograd's gradient of the registered loss on `batch`, in the optimizer's flat buffer; None where the
+        policy moved past `target_kl` (the epochs stop; with gradient workers the group agrees on it)."""
+        hp = self.hp
+        log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or self._want_info)
+        batch = batch._replace(advantages=self._normalized_advantages(batch.advantages))
+        loss, info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=self._want_info,
+                                  clip_range=self._clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef,
+                                  vf_coef=hp.vf_coef, normalize_advantage=False)
+        if hp.target_kl > 0:
+            kl = approx_kl(log_probs, batch.old_log_probs).float().reshape(1)
+            if self.collective is not None:
+                kl = self.collective.mean(kl)
+            if kl.item() > 1.5 * hp.target_kl:
+                self._kl_stop = True  # early stop: the policy moved far enough
+                self.diagnostics = info or self.diagnostics
+                return None
+        self.diagnostics = info or self.diagnostics
+        self.optimizer.zero_grad()
+        loss.backward()
+        return self.optimizer.grad
+
+    def _normalized_advantages(self, adv: torch.Tensor) -> torch.Tensor:
+        """Standardised advantages (`normalize_advantage`), over the union of the group's minibatches where there
+        are synchronous gradient workers, so that a group step is one step on the union batch."""
+        if not self.hp.normalize_advantage or adv.numel() < 2:
+            return adv
+        n = adv.numel()
+        moments = torch.stack([adv.mean(), adv.square().mean()]).float()
+        if self.collective is not None:
+            moments = self.collective.mean(moments)
+            n *= self.collective.world
+        mean, var = moments[0], (moments[1] - moments[0].square()).clamp(min=0) * n / (n - 1)
+        return (adv - mean) / (var.sqrt() + 1e-8)
+
+    def _apply(self, grad: torch.Tensor) -> None:
+        """One optimizer step on `grad`, clipped by global norm."""
+        opt = self.optimizer
+        if grad is not opt.grad:
+            opt.zero_grad()
+            opt.grad.copy_(grad)
+        if self.hp.max_grad_norm > 0:
+            opt.clip_grad_norm(self.hp.max_grad_norm)
+        opt.step()
+        self.grad_steps += 1
+
+    def apply_gradients(self, grad: torch.Tensor) -> dict:
+        """A gradient worker's gradient (A3C), applied with this learner's learning-rate schedule."""
+        self.optimizer.lr, _ = self._schedule()
+        self._apply(grad)
         self.updates += 1
-        info.pop("stopped", None)
-        info.update({"charts/learning_rate": lr, "charts/clip_range": clip, "charts/epochs": epochs})
+        return {"charts/learning_rate": self.optimizer.lr}
+
+    def finish_update(self) -> dict:
+        """After the last minibatch: the rollout is spent; one learner update."""
+        self.memory.reset()
+        self.updates += 1
+        info = {k: v for k, v in self.diagnostics.items()}
+        info.update({"charts/learning_rate": self.optimizer.lr, "charts/clip_range": self._clip,
+                     "charts/epochs": self.epochs_run})
         return info
 
     def _vtrace_targets(self) -> None:
@@ -182,7 +253,7 @@ class OnPolicyAgent(Agent):
         workers) is valued and its actions scored by the current model first."""
         hp, mem, T = self.hp, self.memory, self.memory.pos
         values, log_rhos = mem.values[:T], torch.zeros(T, mem.num_envs)
-        if self.stale:
+        if self.memory.stale:
             whole = next(mem.minibatches(len(mem), self.shuffle, seq_len=0))  # the rollout in time-major order
             with torch.inference_mode():
                 log_probs, _, current = self._evaluate(whole, need_entropy=False)
@@ -218,51 +289,20 @@ class OnPolicyAgent(Agent):
         rn = self.return_norm
         return (returns - float(rn.mean)) / float(np.sqrt(rn.var + 1e-8))
 
-    def _step(self, loss: torch.Tensor) -> None:
-        """One optimizer step on autograd's gradient of `loss`, clipped by global norm."""
-        self.optimizer.zero_grad()
-        loss.backward()
-        if self.hp.max_grad_norm > 0:
-            self.optimizer.clip_grad_norm(self.hp.max_grad_norm)
-        self.optimizer.step()
-        self.grad_steps += 1
-
     # ------------------------------------------------------------------ checkpointing
-    def state_dict(self, include_memory: bool = True) -> dict:
-        state = {
-            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "policy": self.policy.state_dict(), "shuffle": self.shuffle.get_state(),
-            "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "updates": self.updates},
-        }
-        if self.obs_norm is not None:
-            state["obs_norm"] = self.obs_norm.state_dict()
-        if self.reward_norm is not None:
-            state["reward_norm"] = self.reward_norm.state_dict()
-        if self.return_norm is not None:
-            state["return_norm"] = self.return_norm.state_dict()
-        if include_memory:
-            state["memory"] = self.memory.state_dict()
-        return state
+    def extra_state(self) -> dict:
+        return {"policy": self.policy.state_dict(), "shuffle": self.shuffle.get_state()}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore; the envs restart their episodes after a load, so the stored partial rollout is cut there."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+    def load_extra_state(self, state: dict) -> None:
+        """The envs restart their episodes after a load, so a stored partial rollout is cut there."""
         self.policy.load_state_dict(state["policy"])
         self.shuffle.set_state(state["shuffle"])
-        c = state["counters"]
-        self.env_steps, self.grad_steps, self.updates = c["env_steps"], c["grad_steps"], c["updates"]
-        if self.obs_norm is not None:
-            self.obs_norm.load_state_dict(state["obs_norm"])
         if self.reward_norm is not None:
-            self.reward_norm.load_state_dict(state["reward_norm"])
             self.reward_norm.reset()
-        if self.return_norm is not None:
-            self.return_norm.load_state_dict(state["return_norm"])
-        self.memory.reset()
         if "memory" in state:
-            self.memory.load_state_dict(state["memory"])
             self.memory.cut()
+        else:
+            self.memory.reset()
         self.hidden = self.model.initial_state(self.num_envs, self.device)
         self.starts[:] = 1.0
 

@@ -81,6 +81,10 @@ class RolloutMemory:
             self.next_hidden = torch.zeros_like(self.hidden)
             self.starts = torch.zeros((T, N))
         self.pos = 0
+        # columns written whole by `write_columns` (a collection worker's rollout), and how many learner updates
+        # old the policy that acted each column was: staleness travels with the data
+        self.columns_written = 0
+        self.policy_lag = torch.zeros(N, dtype=torch.int64)
         self._views = {f: getattr(self, f).numpy() for f in self._fields()}
 
     @classmethod
@@ -111,6 +115,25 @@ class RolloutMemory:
             views["hidden"][t], views["next_hidden"][t] = _numpy(hidden), _numpy(next_hidden)
             views["starts"][t] = starts
         self.pos += 1
+
+    def write_columns(self, start: int, src: RolloutMemory, policy_lag: int = 0) -> None:
+        """Copy a whole rollout `src` (num_steps x n envs, e.g. a collection worker's) into env columns
+        start..start+n, acted by a policy `policy_lag` learner updates old; full once every column is written."""
+        n = src.num_envs
+        if src.num_steps != self.num_steps or start + n > self.num_envs:
+            raise ValueError(f"a rollout of {src.num_steps}x{n} does not fit columns {start}.. of "
+                             f"{self.num_steps}x{self.num_envs}")
+        for f in self._fields():
+            getattr(self, f)[:, start:start + n] = getattr(src, f)
+        self.policy_lag[start:start + n] = policy_lag
+        self.columns_written += n
+        if self.columns_written >= self.num_envs:
+            self.pos = self.num_steps
+
+    @property
+    def stale(self) -> bool:
+        """True when some column was acted by an older policy than the current one (V-trace rescores it)."""
+        return bool(self.policy_lag.any())
 
     def compute_advantages(self, next_values: torch.Tensor, gamma: float, lam: float) -> None:
         """Fill `advantages` and `returns` (= advantages + values) from V(real_next_obs) of every stored step."""
@@ -166,7 +189,8 @@ class RolloutMemory:
         return self
 
     def reset(self) -> None:
-        self.pos = 0
+        self.pos = self.columns_written = 0
+        self.policy_lag.zero_()
 
     def cut(self) -> None:
         """End every env's trajectory at the last stored step (a truncation: bootstrap, stop the recursion); used

@@ -24,7 +24,7 @@ def test_vtrace_on_its_own_rollout_is_the_lambda_1_return(filled_rollout):
 def test_stale_rescoring_with_unchanged_weights_changes_nothing(filled_rollout):
     fresh = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     stale = copy.deepcopy(fresh)
-    stale.stale = True  # rescored by a forward pass of the current weights: the same weights here
+    stale.memory.policy_lag[:] = 1  # rescored by a forward pass of the current weights: the same weights here
     fresh._vtrace_targets()
     stale._vtrace_targets()
     torch.testing.assert_close(stale.memory.returns, fresh.memory.returns, rtol=1e-5, atol=1e-5)
@@ -35,7 +35,7 @@ def test_a_stale_rollout_is_corrected_by_the_ratio_of_current_to_behaviour_polic
     agent = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     mem = agent.memory
     mem.log_probs[:16] += 0.5  # the behaviour policy was surer of its actions: ratios exp(-0.5) < 1
-    agent.stale = True
+    agent.memory.policy_lag[:] = 1  # acted by an older policy (the staleness the Scheme writes with the data)
     agent._vtrace_targets()
     T = mem.pos
     whole = next(mem.minibatches(len(mem), agent.shuffle, seq_len=0))
