@@ -10,7 +10,8 @@ Where the two inputs come from (memory/ knows nothing of models):
   of the most recently inserted rollout", ../shared/REFERENCE.md 5.3); where batches of several workers each hold
   some env rows (`add(..., rows=...)`), the newest `next_obs` of every row seen. An agent may instead call
   `set_reference(obs)` with the observations it just acted on; the newest of the two is used. With N envs a candidate's
-  distance is the one to its nearest current state.
+  distance is the one to its nearest current state. `close_rows(rows)` drops those rows' states from the reference
+  (their envs restarted, or their steps were dropped: the rows' envs are no longer there) until the rows add again.
 - The features: with `attentive_features=obs` the flattened raw observations (any agent, nothing to wire; frame
   stacked memories compare the decoded pixels, not the frame ids); with
   `attentive_features=model` a function the agent hands over with `set_feature_fn(fn)` (DQN passes its torso), called
@@ -49,6 +50,7 @@ class AttentiveMemory(ReplayMemory):
         self.reference: np.ndarray | None = None
         self.now = np.zeros((0, *self.obs_shape), self.obs_dtype)  # with `rows`: each env row's newest next_obs
         self.seen = np.zeros(0, bool)  # the rows `now` holds
+        self.from_rows = False  # whether `reference` is `now[seen]` (else the newest batch's, or the agent's)
 
     @classmethod
     def options(cls, hp) -> dict:
@@ -70,6 +72,7 @@ class AttentiveMemory(ReplayMemory):
     def set_reference(self, obs) -> None:
         """The states the agent is in now (a batch [N, ...])."""
         self.reference = np.array(obs, dtype=self.obs_dtype, copy=True).reshape(-1, *self.obs_shape)
+        self.from_rows = False
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
         super().add(obs, actions, rewards, next_obs, terminated, truncated, rows=rows)
@@ -84,6 +87,19 @@ class AttentiveMemory(ReplayMemory):
         self.now[rows] = np.asarray(next_obs).reshape(-1, *self.obs_shape)
         self.seen[rows] = True
         self.set_reference(self.now[self.seen])
+        self.from_rows = True
+
+    def close_rows(self, rows) -> None:
+        """ReplayMemory.close_rows; and the rows' newest states leave the reference (none left: no reference, so
+        sampling is uniform until the next add)."""
+        super().close_rows(rows)
+        rows = np.asarray(rows, np.int64)  # checked by ReplayMemory.close_rows
+        rows = rows[rows < len(self.seen)]
+        if not self.seen[rows].any():
+            return
+        self.seen[rows] = False
+        if self.from_rows:
+            self.reference = self.now[self.seen].copy() if self.seen.any() else None
 
     def _features(self, obs: np.ndarray) -> torch.Tensor:
         x = torch.from_numpy(obs)

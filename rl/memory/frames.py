@@ -28,7 +28,7 @@ import math
 import numpy as np
 import torch
 
-from rl.memory.n_step import env_rows
+from rl.memory.n_step import closing_rows, env_rows
 
 BLANK = np.iinfo(np.int64).max  # the id of the all-zero frame: above every real id, so `min` over a stack skips it
 
@@ -87,6 +87,15 @@ class FrameStore:
         next_ids[~shifted] = self.write(next_obs[~shifted])
         self.last[rows], self.has_last[rows] = next_ids, True
         return obs_ids, next_ids
+
+    def forget(self, rows) -> None:
+        """Env rows `rows` (distinct ints below `num_envs`) start fresh stacks: their next obs is written as new
+        frames, never linked to the frames they sent before (their env restarted, or steps were dropped). The frames
+        already stored stay, for the transitions that hold them."""
+        rows = closing_rows(rows)
+        if rows.max(initial=-1) >= self.num_envs:
+            raise ValueError(f"frame store sized for {self.num_envs} envs got env row {rows.max()} to close")
+        self.has_last[rows] = False
 
     def write(self, stacks: np.ndarray) -> np.ndarray:
         """Store frames [k, m, H, W]; their ids [k, m] (BLANK for all-zero frames, which take no slot)."""

@@ -101,6 +101,11 @@ class MixedMemory:
         for b in self.buffers:
             b.add(*transition, rows=rows)
 
+    def close_rows(self, rows) -> None:
+        """End the episodes in flight in env rows `rows` as truncated, in every buffer (ReplayMemory.close_rows)."""
+        for b in self.buffers:
+            b.close_rows(rows)
+
     def set_reference(self, obs) -> None:
         for b in self.buffers:
             if hasattr(b, "set_reference"):

@@ -11,6 +11,10 @@ Batches carry one row per env. With next-step autoreset (native vector envs) the
 were reset this step; those are exactly the envs whose episode ended at the previous call, so the window maps the
 remaining rows to envs by that mask. A caller that knows which env each row is (batches from several collection
 workers, each owning a block of env rows) passes `rows` instead; the windows then grow to the largest row seen.
+
+When the next transitions of some rows will not continue their episodes (a collection worker restarted, or one of its
+shipments dropped), `close(rows)` ends those rows' episodes as truncated at the last step they sent: their pending
+items leave with the k < n steps they hold, bootstrapping from that step's next_obs, and the rows' windows are empty.
 """
 
 from __future__ import annotations
@@ -29,6 +33,17 @@ def env_rows(rows, count: int) -> np.ndarray:
     if count and (rows.min() < 0 or len(np.unique(rows)) != count):
         raise ValueError(f"rows must be distinct non-negative env rows, got {rows.tolist()}")
     return rows
+
+
+def closing_rows(rows) -> np.ndarray:
+    """The env rows to close (`close_rows`): an explicit 1-D array of distinct non-negative ints (possibly empty),
+    or a ValueError; None is refused rather than read as "every row" or "none"."""
+    if rows is None:
+        raise ValueError("close_rows needs the env rows to close (a 1-D array of ints), got None")
+    rows = np.asarray(rows)
+    if rows.ndim != 1:
+        raise ValueError(f"rows must be a 1-D array of env rows, got shape {rows.shape}")
+    return env_rows(rows, len(rows))
 
 
 class NStepWindow:
@@ -128,6 +143,25 @@ class NStepWindow:
         self.length[full] -= 1
         self.length[done] = 0
         return out
+
+    def close(self, rows) -> dict[str, np.ndarray] | None:
+        """End the episodes in flight in env rows `rows` as truncated at the last step each row sent (its env
+        restarted, or the steps that followed were dropped): return every pending item of those rows (None if there
+        is none), each with the discounted return of the k < n steps it holds, that step's next_obs, truncated and
+        discount gamma^k, and empty the rows' windows, so a row's next add starts a new episode. Rows never seen are
+        left as they are; other rows keep their windows."""
+        envs = closing_rows(rows)
+        envs = envs[envs < self.num_envs]
+        if not self.buf or not len(envs):
+            return None
+        self.prev_done[envs] = False  # a closed row's next batch holds it (its env starts a new episode)
+        envs = envs[self.length[envs] > 0]
+        if not len(envs):
+            return None
+        self.buf["truncated"][envs, self.length[envs] - 1] = True
+        closing = np.zeros(self.num_envs, bool)
+        closing[envs] = True
+        return self._emit(closing)
 
     def flush(self) -> dict[str, np.ndarray] | None:
         """End every episode in flight as truncated (a resumed run restarts its envs): emit all pending items."""

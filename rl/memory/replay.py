@@ -10,6 +10,10 @@ With `frames` (Atari: `replay_frames`, a uint8 stack of frames) a `FrameStore` (
 frame once and obs/next_obs hold int64 id stacks, decoded back to pixels in `gather`: about 7.2 KB a transition instead
 of 56 KB. The few items whose frames the ring has reused are redrawn by every sampler (`_redraw_lost`).
 
+`close_rows(rows)` ends the episodes in flight in some env rows as truncated, for when their next transitions come
+from new episodes (a collection worker restarted, or one of its shipments dropped): the rows' pending n-step items
+are stored, bootstrapping at the cut, and the frame store starts the rows' next stacks afresh.
+
 Subclasses (prioritized, attentive, queue) change how indices are drawn (`sample`) or what happens when items are
 written (`_written`); storage, gathering and checkpointing live here.
 """
@@ -22,7 +26,7 @@ import numpy as np
 import torch
 
 from rl.memory.frames import FrameStore, frame_capacity
-from rl.memory.n_step import NStepWindow, env_rows
+from rl.memory.n_step import NStepWindow, closing_rows, env_rows
 from rl.registry import memory
 
 
@@ -132,6 +136,23 @@ class ReplayMemory:
         out = self.window.add(obs, actions, rewards, next_obs, terminated, truncated, rows=rows)
         if out is not None:
             self._store(**out)
+
+    def close_rows(self, rows) -> None:
+        """End the episodes in flight in env rows `rows` (a 1-D array of distinct ints, as in `add`; None is refused)
+        as truncated at the last step each row added: with n_step > 1 the rows' pending partial n-step transitions
+        are stored now, each with the discounted return of the k steps it holds, that step's next_obs, truncated set
+        and discount gamma^k, and the rows' windows are emptied; with frames the rows' next add starts a fresh stack,
+        not linked to their previous frames. Nothing added later enters those transitions; other rows are untouched.
+        With n_step 1 and no frames there is nothing in flight: a no-op (rows still checked). Call it when the next
+        transitions of the rows do not continue their episodes: a collection worker restarted, or a batch of its
+        transitions was dropped."""
+        rows = closing_rows(rows)
+        if self.store is not None:  # first: it refuses rows beyond num_envs before anything changes
+            self.store.forget(rows)
+        if self.window is not None:
+            out = self.window.close(rows)
+            if out is not None:
+                self._store(**out)
 
     def _store(self, obs, actions, rewards, next_obs, terminated, truncated, discounts) -> None:
         n = len(rewards)
