@@ -1,10 +1,12 @@
-"""Synchronous gradient workers: one step of 2 processes, each on half the batch, equals one step on the union."""
+"""Synchronous gradient workers: one step of 2 processes, each on half the batch, equals one step on the union (with
+advantages normalised over the union); the group averages, and agrees on PPO's target_kl early stop."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 
 import numpy as np
+import pytest
 import torch
 
 import hparams  # noqa: F401 - registers the sets
@@ -26,63 +28,123 @@ def rollout(seed: int = 0) -> dict[str, torch.Tensor]:
     return data
 
 
-def make_agent(name: str, envs: int):
+# a2c: one minibatch, a mean loss. ppo: 3 epochs of the whole rollout with advantages normalised, which the group
+# must do over the union (per-rank statistics would give another step)
+SETTINGS = {"a2c": ("a2c_cartpole", "max_grad_norm=0.5,optimizer=rmsprop,adam_eps=0.01"),
+            "ppo": ("ppo_cartpole", "num_steps=5,batch_size=0,epochs=3,normalize_advantage=true,target_kl=0.0,lr=1e-2")}
+
+
+def make_agent(kind: str, envs: int, extra: str = ""):
     import gymnasium as gym
 
+    name, overrides = SETTINGS[kind]
     hp = sets[name]()
     torch.manual_seed(0)  # the networks' initialisation
-    hp.parse("max_grad_norm=0.5,optimizer=rmsprop,adam_eps=0.01")  # clipping applies after averaging
+    hp.parse(overrides + ("," + extra if extra else ""))  # clipping applies after averaging
     obs_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
     return agents[hp.agent](hp, obs_space, gym.spaces.Discrete(2), envs, seed=0)
 
 
-def one_update(agent, columns: slice) -> torch.Tensor:
-    data = rollout()
-    mem = agent.memory
+def one_update(agent, columns: slice, data: dict | None = None) -> torch.Tensor:
+    """Hand `columns` of the fixed rollout to the agent (as the Scheme's learner does) and learn from them."""
+    from rl.memory.rollout import RolloutMemory
+
+    data = data or rollout()
+    n = columns.stop - columns.start
+    src = RolloutMemory(T, n, (4,), np.float32)
     for name, value in data.items():
-        getattr(mem, name)[:T] = value[:, columns]
-    mem.pos = T
+        getattr(src, name)[:] = value[:, columns]
+    agent.memory.write_columns(0, src)
+    assert agent.memory.full
     agent.update()
     return agent.optimizer.param.detach().clone()
 
 
-def rank_main(rank: int, port: int, out) -> None:
-    from rl.parallel.grad_workers import GradientGroup
+def rank_main(kind: str, extra: str, rank: int, port: int, out, skew: float) -> None:
+    from rl.parallel.collective import GradientGroup
 
     torch.set_num_threads(1)
-    agent = make_agent(NAME, N // 2)
+    agent = make_agent(kind, N // 2, extra)
     group = GradientGroup(rank, 2, port, "cpu")
     group.join(agent)  # rank 0's weights everywhere, then averaged gradients
-    out.put((rank, one_update(agent, slice(rank * 2, rank * 2 + 2)).numpy()))
+    data = rollout()
+    if skew:  # the agent's own log-probabilities, then rank 1's behaviour policy differs: its KL is larger
+        with torch.no_grad():
+            params, _, _ = agent.model(data["obs"].reshape(T * N, 4))
+            data["log_probs"] = agent.policy.log_prob(params, data["actions"].reshape(-1)).reshape(T, N)
+        data["log_probs"] = data["log_probs"] - skew * rank
+    params = one_update(agent, slice(rank * 2, rank * 2 + 2), data)
+    out.put((rank, params.numpy(), agent.grad_steps))
     group.close()
 
 
-NAME = "a2c_cartpole"  # one minibatch (the whole rollout), a mean loss: the union's gradient is the halves' mean
-
-
-def test_two_sync_gradient_workers_equal_one_step_on_the_union_batch():
-    name = NAME
-    from rl.parallel.grad_workers import free_port
-
-    union_agent = make_agent(name, N)
-    before = union_agent.optimizer.param.detach().clone()
-    union = one_update(union_agent, slice(0, N))
-    assert not torch.equal(before, union)
+def run_group(kind: str, extra: str = "", skew: float = 0.0) -> dict:
+    from rl.parallel.collective import free_port
 
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, port, out)) for r in range(2)]
+    procs = [ctx.Process(target=rank_main, args=(kind, extra, r, port, out, skew)) for r in range(2)]
     for p in procs:
         p.start()
-    results = dict(out.get(timeout=120) for _ in procs)
+    try:
+        results = {rank: (params, steps) for rank, params, steps in (out.get(timeout=60) for _ in procs)}
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
     for p in procs:
-        p.join(30)
         assert p.exitcode == 0
+    return results
+
+
+@pytest.mark.parametrize("kind", ["a2c", "ppo"])
+def test_two_sync_gradient_workers_equal_one_step_on_the_union_batch(kind):
+    union_agent = make_agent(kind, N)
+    before = union_agent.optimizer.param.detach().clone()
+    union = one_update(union_agent, slice(0, N))
+    assert not torch.equal(before, union)
+    group = run_group(kind)
+    results = {r: params for r, (params, _) in group.items()}
     # both ranks hold the same weights, and they are the union step's (every agent starts from the same weights)
     np.testing.assert_allclose(results[0], results[1], rtol=0, atol=0)
     np.testing.assert_allclose(results[0], union.numpy(), rtol=1e-5, atol=1e-6)
     # and that is not what one worker's half alone would give
-    half_agent = make_agent(name, N // 2)
+    half_agent = make_agent(kind, N // 2)
     half = one_update(half_agent, slice(0, 2))
     assert np.abs(half.numpy() - results[0]).max() > 1e-4
+
+
+def _average_main(rank: int, port: int, out) -> None:
+    from rl.parallel.collective import GradientGroup
+
+    group = GradientGroup(rank, 2, port, "cpu")
+    grad = torch.full((3,), float(rank + 1))  # 1 on rank 0, 2 on rank 1
+    group.average(grad)
+    out.put((rank, grad.tolist(), group.mean(torch.tensor([float(rank)])).item()))
+    group.close()
+
+
+def test_the_group_averages_gradients_and_statistics_rather_than_summing():
+    from rl.parallel.collective import free_port
+
+    ctx = mp.get_context("fork")
+    out, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=_average_main, args=(r, port, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    for _, grad, mean in results:
+        assert grad == [1.5, 1.5, 1.5] and mean == 0.5
+
+
+def test_ranks_agree_on_the_target_kl_early_stop():
+    """Rank 1's data says stop after the first epoch, rank 0's says go on: they must stop together (per-rank
+    decisions unpair the all-reduces: gloo fails, NCCL hangs) and hold the same weights."""
+    results = run_group("ppo", extra="epochs=8,target_kl=0.01", skew=0.2)
+    (params0, steps0), (params1, steps1) = results[0], results[1]
+    assert steps0 == steps1 and 0 < steps0 < 8
+    np.testing.assert_allclose(params0, params1, rtol=0, atol=0)

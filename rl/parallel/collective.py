@@ -8,8 +8,10 @@ on GPUs) before clipping, so every process applies the same step to the same wei
 their batches. Rank 0 alone evaluates, logs and checkpoints; the others follow.
 
 The all-reduce also carries two flags, "a process was asked to stop" and "a process reached train_steps", so every
-process leaves the loop after the same gradient step. Env steps count for the whole group: each process adds its
-peers' steps (they take as many as it does).
+process leaves the loop after the same gradient step; every other per-step decision that depends on a rank's own data
+(PPO's `target_kl` early stop) and every statistic that must be the union's (advantage normalisation) goes through
+`mean`, so the ranks agree and their collectives stay paired. Env steps count for the whole group: each process adds
+its peers' steps (they take as many as it does).
 """
 
 from __future__ import annotations
@@ -21,19 +23,9 @@ import socket
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from rl.agents.base import resolve_device
-from rl.agents.flat_adam import FlatAdam
 from rl.errors import ConfigError
-
-
-def flat_optimizers(agent) -> list[FlatAdam]:
-    found = [v for v in vars(agent).values() if isinstance(v, FlatAdam)]
-    for v in vars(agent).values():
-        if isinstance(v, dict):
-            found += [o for o in v.values() if isinstance(o, FlatAdam)]
-    return found
 
 
 def free_port() -> int:
@@ -56,7 +48,7 @@ class GradientGroup:
         self.agreed = False
         self.buffers: dict[int, torch.Tensor] = {}
 
-    def reduce(self, grad: torch.Tensor) -> None:
+    def average(self, grad: torch.Tensor) -> None:
         """Average `grad` across the group in place; the flags ride along."""
         n = grad.numel()
         buf = self.buffers.get(id(grad))
@@ -68,14 +60,18 @@ class GradientGroup:
         grad.copy_(buf[:n]).div_(self.world)
         self.agreed = self.agreed or bool((buf[n:] > 0).any())
 
+    def mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean of `x` over the group (a new tensor): what every rank decides from is the same."""
+        out = x.detach().clone()
+        dist.all_reduce(out)
+        return out / self.world
+
     def join(self, agent) -> None:
         """Every process starts from rank 0's networks, and averages its gradients from now on."""
-        for module in vars(agent).values():
-            if isinstance(module, nn.Module):
-                for t in module.state_dict().values():
-                    dist.broadcast(t, 0)
-        for opt in flat_optimizers(agent):
-            opt.reduce_grad = self.reduce
+        for module in agent.networks().values():
+            for t in module.state_dict().values():
+                dist.broadcast(t, 0)
+        agent.join_collective(self)
 
     def close(self) -> None:
         if dist.is_initialized():
@@ -123,7 +119,7 @@ def launch(hp, follow) -> tuple[GradientGroup, list]:
 
 
 def _follower(follow, rank: int, port: int, parent_pid: int) -> None:
-    from rl.parallel.worker import die_with_parent
+    from rl.parallel.transports.shm import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -1,0 +1,250 @@
+"""The learner of the Scheme: receives shipments through a transport, hands them to the agent's public interface
+(rl/agents/base.py), publishes the new weights. Any agent, unchanged:
+
+- RolloutMode (vpg, a2c, ppo): a worker's rollout goes into the learner's rollout as env columns, with its policy
+  lag (`RolloutMemory.write_columns`); once `batch_rollouts` columns are in, `agent.update()` learns (PPO's ratio
+  against the behaviour policy: APPO; V-trace rescores the columns acted by older weights).
+- RowsMode (dqn, ddpg, td3, sac, every memory): a worker's rows are observed step by step into the replay memory
+  (worker w's envs are its rows w*N..w*N+N-1) with `agent.update()` after each, so the replay ratio is the
+  single-process one (Ape-X). A restarted worker, or a dropped shipment, closes its rows' n-step windows.
+- GradientMode (A3C): a worker's gradient is applied as it arrives (`agent.apply_gradients`).
+
+Policy versions count learner updates (`agent.updates`): the version of published weights is the number of updates
+that made them, a shipment carries the version that acted (or computed) it, and its lag, logged as
+`scheme/policy_lag` and bounded by `max_policy_lag`, is the number of updates the learner made since.
+`col_communication=sync` has the learner take one shipment of every worker, learn, then publish, with the workers
+waiting for those weights (lag 0); `async` lets them act on with the weights they have.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+
+from rl.errors import ConfigError
+from rl.parallel.buffers import make_buffer
+from rl.parallel.spec import Shipment, WorkerSpec
+
+COMMUNICATIONS = ("sync", "async")
+
+
+# ---------------------------------------------------------------------------------------------------- settings
+def worker_envs(hp) -> int:
+    return hp.worker_envs or hp.num_envs
+
+
+def grad_mode(hp) -> bool:
+    return hp.num_grad_workers > 1 and hp.grad_communication == "async"
+
+
+def is_on_policy_agent(hp) -> bool:
+    from rl.agents.on_policy import OnPolicyAgent
+    from rl.registry import agents
+
+    return issubclass(agents[hp.agent], OnPolicyAgent)
+
+
+def learner_envs(hp, on_policy: bool) -> int:
+    """The env columns (on-policy: trajectories per update) or env rows (replay) of the learner's agent."""
+    n = worker_envs(hp)
+    if hp.num_workers == 0 or grad_mode(hp):
+        return n  # the learner of async gradient workers never fills a rollout of its own
+    if on_policy:
+        return hp.batch_rollouts or hp.num_workers * n
+    return hp.num_workers * n
+
+
+def check_settings(hp, on_policy: bool) -> None:
+    for name in ("col_communication", "grad_communication"):
+        if getattr(hp, name) not in COMMUNICATIONS:
+            raise ConfigError(f"unknown {name} {getattr(hp, name)!r}: valid: sync, async")
+    n = worker_envs(hp)
+    if on_policy and hp.num_workers:
+        columns = learner_envs(hp, True)
+        if columns % n:
+            raise ConfigError(f"batch_rollouts ({columns}) must be a multiple of the envs per worker ({n})")
+        if hp.col_communication == "sync" and columns != hp.num_workers * n:
+            raise ConfigError(f"col_communication=sync learns from one rollout of every worker: batch_rollouts must "
+                              f"be num_workers x worker envs = {hp.num_workers * n} (or 0), got {columns}")
+    if grad_mode(hp) and not on_policy:
+        raise ConfigError("grad_communication=async (A3C) needs an on-policy agent (vpg, a2c, ppo)")
+
+
+def learner_hparams(hp, inner: bool = False):
+    """The learner agent's settings: as many env columns/rows as the workers feed it. `inner`: an async gradient
+    worker's own (async RAPID), which learns from its collection workers like a learner but ships its gradients."""
+    on_policy = is_on_policy_agent(hp)
+    check_settings(hp, on_policy)
+    learner = hp.copy()
+    if inner:
+        learner.num_grad_workers, learner.device, learner.torch_threads = 1, "cpu", 1
+    learner.num_envs = learner_envs(learner, on_policy)
+    return learner
+
+
+def worker_hparams(hp):
+    """A worker's settings: its own envs, the CPU, one thread (the cores are shared out between processes)."""
+    w = hp.copy()
+    w.num_envs, w.device, w.torch_threads = worker_envs(hp), "cpu", 1
+    if w.env_type == "atari":
+        w.env_threads = 1
+    if "buffer_size" in w:  # a replay worker's own memory is never used: keep it small
+        w.buffer_size = max(1000, w.num_envs * 8)
+    return w
+
+
+def worker_specs(hp, seed: int, transport: str) -> list[WorkerSpec]:
+    role = "gradients" if grad_mode(hp) else ("rollouts" if is_on_policy_agent(hp) else "rows")
+    count = hp.num_grad_workers if role == "gradients" else hp.num_workers
+    whp = worker_hparams(hp)
+    return [WorkerSpec(role, whp, rank, seed + 1000 * (rank + 1), transport) for rank in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------------- the modes
+class RolloutMode:
+    def __init__(self, agent, learns: bool = True):
+        self.agent, self.learns, self.column = agent, learns, 0
+
+    def take(self, shipment: Shipment, lag: int) -> tuple[bool, dict]:
+        """(learned, diagnostics): the rollout's columns go in; a full batch is learned from."""
+        mem = self.agent.memory
+        mem.write_columns(self.column, shipment.data, policy_lag=lag)
+        self.column += shipment.data.num_envs
+        self.agent.env_steps += shipment.steps
+        if not mem.full:
+            return False, {}
+        self.column = 0
+        if not self.learns:
+            return False, {}
+        return True, self.agent.update()
+
+    def lost(self, worker: int) -> None:
+        """A worker's unfinished rollout is simply not there: nothing to close."""
+
+
+class RowsMode:
+    def __init__(self, agent, rows_per_worker: int):
+        self.agent, self.n = agent, rows_per_worker
+
+    def take(self, shipment: Shipment, lag: int) -> tuple[bool, dict]:
+        agent, rows = self.agent, shipment.data
+        diagnostics: dict = {}
+        for t in range(rows.steps):
+            transition, where = rows.step(t, shipment.worker * self.n)
+            if len(where):
+                agent.observe(*transition, rows=where)
+                diagnostics = agent.update() or diagnostics
+        return True, diagnostics  # the step count moved (exploration schedules): publish even before learning
+
+    def lost(self, worker: int) -> None:
+        """The worker's next rows continue no episode of its last ones: close their n-step windows as truncated."""
+        self.agent.memory.close_rows(np.arange(worker * self.n, (worker + 1) * self.n))
+
+
+class GradientMode:
+    def __init__(self, agent):
+        self.agent = agent
+
+    def take(self, shipment: Shipment, lag: int) -> tuple[bool, dict]:
+        diagnostics = self.agent.apply_gradients(shipment.data)
+        self.agent.env_steps += shipment.steps
+        return True, diagnostics
+
+    def lost(self, worker: int) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------------- the learner
+def make_transport(kind: str, hp):
+    if kind == "ray":
+        from rl.parallel.transports.ray import RayTransport
+
+        return RayTransport(hp)
+    from rl.parallel.transports.shm import ShmTransport
+
+    return ShmTransport(hp)
+
+
+class Learner:
+    """The trainer for num_workers > 0 or async gradient workers: `step()` takes one shipment (or waits a little),
+    `close()` ends every worker. `learns=False`: fill the agent's rollout only (an async RAPID gradient worker's
+    collection workers: it computes the gradients itself)."""
+
+    def __init__(self, hp, spaces, agent, stats, seed: int, transport: str = "shm", learns: bool = True):
+        self.hp, self.agent, self.stats = hp, agent, stats
+        self.specs = worker_specs(hp, seed, transport)
+        role = self.specs[0].role
+        n = worker_envs(hp)
+        if role == "rollouts":
+            self.mode = RolloutMode(agent, learns)
+        elif role == "rows":
+            self.mode = RowsMode(agent, n)
+        else:
+            self.mode = GradientMode(agent)
+        self.sync = hp.col_communication == "sync" and role != "gradients"
+        hidden = getattr(getattr(agent, "model", None), "hidden_shape", None)
+        grad_size = agent.optimizers()["optimizer"].grad.numel() if role == "gradients" else 0
+        self.transport = make_transport(transport, hp)
+        self.round: set[int] = set()
+        self.lags: deque[int] = deque(maxlen=100)
+        count = len(self.specs)
+        self.clock = {"perf/wait_s": 0.0, "perf/learn_s": 0.0, "scheme/policy_lag": 0.0,
+                      "scheme/version": agent.updates, "scheme/dropped": 0, "scheme/restarts": 0,
+                      "scheme/workers": count}
+        self.transport.start(self.specs, lambda spec: make_buffer(role, spec.hp, *spaces, hidden, grad_size),
+                             agent.acting_state(), agent.updates, self.sync)
+
+    def publish(self) -> None:
+        self.transport.publish(self.agent.acting_state(), self.agent.updates)
+        self.clock["scheme/version"] = self.agent.updates
+
+    def step(self) -> dict:
+        t0 = time.perf_counter()
+        shipment = self.transport.receive(timeout=0.5)
+        for worker in self.transport.take_lost():
+            self.mode.lost(worker)
+            self.round.discard(worker)
+        self.clock["perf/wait_s"] += time.perf_counter() - t0
+        self.clock["scheme/restarts"] = self.transport.restarts
+        if shipment is None:
+            return {}
+        self._record_episodes(shipment.episodes)
+        self.agent.merge_statistics(shipment.statistics)
+        lag = self.agent.updates - shipment.version
+        self.lags.append(lag)
+        self.clock["scheme/policy_lag"] = float(np.mean(self.lags))
+        if self.hp.max_policy_lag and lag > self.hp.max_policy_lag:
+            self.clock["scheme/dropped"] += 1
+            self.transport.release(shipment)
+            self.mode.lost(shipment.worker)  # its next data does not continue this data's episodes
+            return {}
+        t1 = time.perf_counter()
+        changed, diagnostics = self.mode.take(shipment, lag)
+        self.transport.release(shipment)
+        self.clock["perf/learn_s"] += time.perf_counter() - t1
+        if self.sync:
+            self.round.add(shipment.worker)
+            if len(self.round) < len(self.specs):
+                return diagnostics
+            self.round.clear()
+            self.publish()
+        elif changed:
+            self.publish()
+        return diagnostics
+
+    def finished(self, signum: int) -> bool:
+        return bool(signum) or self.agent.env_steps >= self.hp.train_steps
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def _record_episodes(self, episodes: dict) -> None:
+        s = self.stats
+        s.recent_returns.extend(episodes["returns"])
+        s.recent_lengths.extend(episodes["lengths"])
+        s.episodes += len(episodes["returns"])
+        s.recent_scores.extend(episodes["scores"])
+        s.recent_game_lengths.extend(episodes["game_lengths"])
+        s.games += len(episodes["scores"])

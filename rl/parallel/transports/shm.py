@@ -1,0 +1,294 @@
+"""The single-machine transport: forked worker processes, preallocated shared-memory buffers, one pipe per worker.
+
+Everything is allocated before the fork, as torch tensors in shared memory (torch's file-descriptor strategy: the
+segments have no name in /dev/shm, so nothing is left behind however a process ends). Only slot indices and small
+shipment records travel through the pipes. Weights are published behind a seqlock: a worker that read while the
+learner wrote reads again. Each worker has two slots (it fills one while the learner reads the other).
+
+A worker that dies is restarted; one whose heartbeat (a monotonic clock, written at every env step) is older than
+`worker_timeout` is killed and restarted; three failures in a row without a shipment end the run with the worker's
+error in one line. Workers ignore Ctrl-C (the terminal sends it to the whole group: the learner stops them), die
+with the learner (PR_SET_PDEATHSIG), and are reaped by `close()`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from multiprocessing.connection import wait
+
+import numpy as np
+import torch
+
+from rl.errors import ConfigError
+from rl.parallel.buffers import share
+
+SLOTS_PER_WORKER = 2
+SEQ, VERSION, WRITING, STOP = range(4)  # the control block: publish count, policy version, write flag, stop flag
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Linux kills this process when its parent dies, however it dies (SIGKILL included)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent-pid check at every beat still ends the worker
+        pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
+
+
+class Stopped(Exception):
+    """The learner asked the workers to stop, or it is gone."""
+
+
+class SharedWeights:
+    """An agent's acting state (rl/agents/base.py `acting_state`) in shared memory, behind a seqlock."""
+
+    def __init__(self, acting_state: dict):
+        self.tensors = {k: t.detach().to("cpu", copy=True).share_memory_() for k, t in acting_state.items()}
+        self.control = torch.zeros(4, dtype=torch.int64).share_memory_()
+        self.control[SEQ] = -1  # nothing published yet
+
+    @property
+    def seq(self) -> int:
+        return int(self.control[SEQ])
+
+    def publish(self, acting_state: dict, version: int) -> None:
+        self.control[WRITING] = 1
+        for k, t in acting_state.items():
+            self.tensors[k].copy_(t)
+        self.control[VERSION] = version
+        self.control[SEQ] += 1
+        self.control[WRITING] = 0
+
+    def load(self, worker, have: int) -> int:
+        """Load the newest weights into `worker` if newer than publish `have`; returns the publish held."""
+        while True:
+            seq = self.seq
+            if seq <= have:
+                return have
+            if self.control[WRITING]:
+                time.sleep(0.0005)
+                continue
+            worker.load(self.tensors, int(self.control[VERSION]))
+            if not self.control[WRITING] and self.seq == seq:
+                return seq
+
+
+class Channel:
+    """A worker process's side: its slots, the pipe, the heartbeat, the weights."""
+
+    def __init__(self, rank, weights, slots, conn, heartbeats, parent_pid):
+        self.rank, self.weights, self.slots, self.conn = rank, weights, slots, conn
+        self.heartbeats, self.parent_pid = heartbeats, parent_pid
+
+    def beat(self) -> None:
+        self.heartbeats[self.rank] = time.monotonic()
+        if self.weights.control[STOP] or os.getppid() != self.parent_pid:
+            raise Stopped
+
+    def next_slot(self) -> int:
+        while not self.conn.poll(0.05):
+            self.beat()
+        message = self.conn.recv()
+        if message is None:
+            raise Stopped
+        return message
+
+    def await_publish(self, after: int) -> None:
+        while self.weights.seq <= after:
+            self.beat()
+            time.sleep(0.001)
+
+
+def serve(spec, channel: Channel, sync: bool) -> None:
+    """The worker process's loop: take a free slot, load the newest weights, fill the slot, ship it."""
+    from rl.parallel.roles import make_worker
+
+    worker = make_worker(spec)
+    try:
+        channel.await_publish(-1)
+        held = -1
+        while True:
+            slot = channel.next_slot()
+            held = channel.weights.load(worker, held)
+            shipment = worker.fill(channel.slots[slot], channel.beat)
+            shipment.slot = slot
+            channel.conn.send(shipment)
+            if sync:
+                channel.await_publish(held)
+    finally:
+        worker.close()
+
+
+def _process_main(spec, channel: Channel, sync: bool) -> None:
+    """One thread for torch and BLAS, Ctrl-C left to the learner, errors reported in one line."""
+    from rl.threads import limit_threads
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(channel.parent_pid)
+    limit_threads(1)
+    torch.set_flush_denormal(True)
+    np.random.seed((spec.seed * 7919 + spec.rank) % 2**32)
+    torch.manual_seed(spec.seed * 7919 + spec.rank)
+    try:
+        serve(spec, channel, sync)
+    except Stopped:
+        pass
+    except BaseException as exc:  # noqa: BLE001 - whatever it was, the learner hears it in one line
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300] if str(exc) else type(exc).__name__
+        try:
+            channel.conn.send(("error", line, traceback.format_exc()[-2000:]))
+        except (OSError, ValueError):
+            pass
+        sys.stderr.flush()
+        os._exit(1)
+    os._exit(0)
+
+
+class Handle:
+    """One worker process, the pipe to it, its slots and its record of failures."""
+
+    def __init__(self, spec, slots: list[int]):
+        self.spec, self.slots = spec, slots
+        self.process = self.conn = None
+        self.restarts = 0
+        self.failures = 0  # consecutive failures without a shipment in between
+        self.last_error = ""
+        self.held: set[int] = set()  # its slots the learner is reading: a restarted process gets them on release
+
+
+class ShmTransport:
+    def __init__(self, hp):
+        self.hp = hp
+        self.context = mp.get_context("fork")  # children inherit the registries (a script's own registrations too)
+        self.pending: deque = deque()
+        self.lost: list[int] = []
+        self.restarts = 0
+
+    def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
+        self.sync = sync
+        self.handles = [Handle(s, list(range(i * SLOTS_PER_WORKER, (i + 1) * SLOTS_PER_WORKER)))
+                        for i, s in enumerate(specs)]
+        self.slots = [share(make_buffer(s)) for s in specs for _ in range(SLOTS_PER_WORKER)]
+        self.weights = SharedWeights(acting_state)
+        self.heartbeats = torch.zeros(len(specs), dtype=torch.float64).share_memory_()
+        self.publish(acting_state, version)
+        for h in self.handles:
+            self._start(h)
+
+    def publish(self, acting_state: dict, version: int) -> None:
+        self.weights.publish(acting_state, version)
+
+    # ------------------------------------------------------------------ the workers' lives
+    def _start(self, h: Handle) -> None:
+        ours, theirs = self.context.Pipe()
+        spec = h.spec
+        if h.restarts:  # a restarted worker starts new episodes with a seed of its own
+            from dataclasses import replace
+
+            spec = replace(spec, seed=spec.seed + 100_003 * h.restarts)
+        self.heartbeats[spec.rank] = time.monotonic()
+        channel = Channel(spec.rank, self.weights, self.slots, theirs, self.heartbeats, os.getpid())
+        h.process = self.context.Process(target=_process_main, args=(spec, channel, self.sync),
+                                         name=f"rl-worker-{spec.rank}", daemon=False)
+        h.process.start()
+        theirs.close()
+        h.conn = ours
+        for slot in h.slots:
+            if slot not in h.held:
+                h.conn.send(slot)
+
+    def _restart(self, h: Handle, why: str) -> None:
+        if h.process.is_alive():
+            h.process.kill()
+        h.process.join()
+        h.conn.close()
+        self.pending = deque(s for s in self.pending if s.worker != h.spec.rank)  # its undelivered shipments go too
+        h.failures += 1
+        if h.failures >= 3:
+            detail = f": {h.last_error}" if h.last_error else ""
+            raise ConfigError(f"collection worker {h.spec.rank} failed {h.failures} times in a row{detail}")
+        h.restarts += 1
+        self.restarts += 1
+        self.lost.append(h.spec.rank)
+        print(f"worker {h.spec.rank} {why}; restarted (its unfinished shipment is dropped)", flush=True)
+        self._start(h)
+
+    def _check_health(self) -> None:
+        now = time.monotonic()
+        for h in self.handles:
+            if not h.process.is_alive():
+                self._restart(h, f"exited (code {h.process.exitcode})")
+            elif now - float(self.heartbeats[h.spec.rank]) > self.hp.worker_timeout:
+                self._restart(h, f"made no step for {self.hp.worker_timeout:g} s (hung)")
+
+    def _collect(self, timeout: float) -> None:
+        """Move every message that has arrived into `pending`."""
+        by_conn = {h.conn: h for h in self.handles}
+        for conn in wait(list(by_conn), timeout):
+            h = by_conn[conn]
+            try:
+                while conn.poll():
+                    message = conn.recv()
+                    if isinstance(message, tuple) and message[0] == "error":
+                        h.last_error = message[1]
+                        print(f"worker {h.spec.rank}: {message[1]}", flush=True)
+                        continue
+                    h.failures = 0
+                    message.data = self.slots[message.slot]
+                    self.pending.append(message)
+            except (EOFError, OSError):  # it died: the health check restarts it
+                pass
+
+    def receive(self, timeout: float = 0.5):
+        """The next shipment, or None after waiting up to `timeout` s; dead and hung workers are restarted."""
+        if not self.pending:
+            self._collect(timeout)
+            self._check_health()
+        if not self.pending:
+            return None
+        shipment = self.pending.popleft()
+        self.handles[shipment.worker].held.add(shipment.slot)
+        return shipment
+
+    def take_lost(self) -> list[int]:
+        """The workers restarted since the last call (their next data starts new episodes)."""
+        lost, self.lost = self.lost, []
+        return lost
+
+    def release(self, shipment) -> None:
+        """The shipment's slot may be refilled."""
+        h = self.handles[shipment.worker]
+        h.held.discard(shipment.slot)
+        try:
+            h.conn.send(shipment.slot)
+        except (OSError, ValueError, BrokenPipeError):  # it died meanwhile: restarted with all its slots
+            pass
+
+    def close(self) -> None:
+        """Stop every worker (asked first, killed after 5 s) and reap it: no process outlives the run."""
+        if not hasattr(self, "handles"):
+            return
+        self.weights.control[STOP] = 1
+        for h in self.handles:
+            try:
+                h.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 5.0
+        for h in self.handles:
+            h.process.join(max(0.0, deadline - time.monotonic()))
+            if h.process.is_alive():
+                h.process.kill()
+                h.process.join()
+            h.conn.close()
+        self.pending.clear()
