@@ -157,7 +157,11 @@ class GradientMode:
 
 
 # ---------------------------------------------------------------------------------------------------- the learner
-def make_transport(kind: str, hp):
+def make_transport(kind, hp):
+    """"shm" (forked processes, the single-machine default), "ray" (actors on a Ray cluster), or a transport object
+    (anything with the same methods: tests feed the learner scripted shipments this way)."""
+    if not isinstance(kind, str):
+        return kind
     if kind == "ray":
         from rl.parallel.transports.ray import RayTransport
 
@@ -172,9 +176,9 @@ class Learner:
     `close()` ends every worker. `learns=False`: fill the agent's rollout only (an async RAPID gradient worker's
     collection workers: it computes the gradients itself)."""
 
-    def __init__(self, hp, spaces, agent, stats, seed: int, transport: str = "shm", learns: bool = True):
+    def __init__(self, hp, spaces, agent, stats, seed: int, transport="shm", learns: bool = True):
         self.hp, self.agent, self.stats = hp, agent, stats
-        self.specs = worker_specs(hp, seed, transport)
+        self.specs = worker_specs(hp, seed, transport if isinstance(transport, str) else "shm")
         role = self.specs[0].role
         n = worker_envs(hp)
         if role == "rollouts":

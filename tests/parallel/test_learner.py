@@ -1,0 +1,193 @@
+"""The learner of the Scheme against a scripted transport: what it does with each shipment, with no process started.
+
+Each test names the one-line bug it catches: async rollouts handed over as fresh (no importance correction), Ape-X
+workers writing over each other's rows, a restarted worker's rows left open, statistics taken from whichever worker
+shipped last, stale data kept past max_policy_lag."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import hparams  # noqa: F401 - registers the sets
+from rl.envs.episode_stats import EpisodeStats
+from rl.parallel.buffers import Rows
+from rl.parallel.learner import Learner, learner_hparams
+from rl.parallel.spec import Shipment
+from rl.registry import agents
+from rl.registry import hparams as sets
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+ACTIONS = gym.spaces.Discrete(2)
+EPISODES = {"returns": [], "lengths": [], "scores": [], "game_lengths": []}
+
+
+class ScriptedTransport:
+    """Hands the learner the shipments a test queued; records what the learner published and released."""
+
+    def __init__(self):
+        self.queue: deque = deque()
+        self.lost: list[int] = []
+        self.published: list[tuple[dict, int]] = []
+        self.released: list[Shipment] = []
+        self.restarts = 0
+
+    def start(self, specs, make_buffer, acting_state, version, sync):
+        self.specs, self.make_buffer = specs, make_buffer
+        self.published.append((acting_state, version))
+
+    def publish(self, acting_state, version):
+        self.published.append((acting_state, version))
+
+    def receive(self, timeout=0.5):
+        return self.queue.popleft() if self.queue else None
+
+    def take_lost(self):
+        lost, self.lost = self.lost, []
+        return lost
+
+    def release(self, shipment):
+        self.released.append(shipment)
+
+    def close(self):
+        pass
+
+
+def make_learner(name: str, overrides: str):
+    hp = sets[name]()
+    hp.parse(overrides)
+    lhp = learner_hparams(hp)
+    torch.manual_seed(0)
+    agent = agents[hp.agent](lhp, OBS, ACTIONS, lhp.num_envs, seed=0)
+    transport = ScriptedTransport()
+    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, transport=transport)
+    return learner, agent, transport
+
+
+def rollout_shipment(learner, transport, worker: int, version: int, statistics=None) -> Shipment:
+    buffer = transport.make_buffer(transport.specs[worker])
+    g = torch.Generator().manual_seed(worker)
+    buffer.obs.copy_(torch.randn(buffer.obs.shape, generator=g))
+    buffer.next_obs.copy_(torch.randn(buffer.obs.shape, generator=g))
+    buffer.log_probs.fill_(-0.7)
+    buffer.pos = buffer.num_steps
+    steps = buffer.num_steps * buffer.num_envs
+    return Shipment("rollout", worker, version, steps, EPISODES, statistics or {}, data=buffer)
+
+
+def test_an_async_rollout_carries_its_policy_lag_into_the_learners_rollout():
+    """Bug caught: the learner writing every rollout as fresh (lag 0), so V-trace never rescores stale data."""
+    learner, agent, transport = make_learner("ppo_cartpole", "num_workers=2,num_envs=2,num_steps=8,vtrace=true")
+    agent.updates = 3  # the learner has made 3 updates since the weights that acted this rollout (version 1)
+    transport.queue.append(rollout_shipment(learner, transport, worker=1, version=1))
+    learner.step()
+    assert agent.memory.policy_lag.tolist() == [2, 2, 0, 0] and agent.memory.stale
+    assert learner.clock["scheme/policy_lag"] == 2.0
+    transport.queue.append(rollout_shipment(learner, transport, worker=0, version=3))
+    learner.step()  # the batch is full: learned, the rollout spent, the new weights published as version 4
+    assert agent.updates == 4 and transport.published[-1][1] == 4
+    assert not agent.memory.stale
+
+
+def test_max_policy_lag_drops_older_data_and_keeps_newer():
+    """Bug caught: a shipment older than max_policy_lag learned from anyway."""
+    learner, agent, transport = make_learner("ppo_cartpole",
+                                             "num_workers=2,num_envs=2,num_steps=8,max_policy_lag=1")
+    agent.updates = 5
+    transport.queue.extend([rollout_shipment(learner, transport, 0, version=3),
+                            rollout_shipment(learner, transport, 1, version=4)])
+    learner.step()
+    learner.step()
+    assert learner.clock["scheme/dropped"] == 1
+    assert agent.memory.columns_written == 2  # only worker 1's columns went in
+    assert len(transport.released) == 2  # the dropped shipment's buffer is given back too
+
+
+def rows_shipment(worker: int, steps: int, n: int, reward: float) -> Shipment:
+    rows = Rows(steps, n, OBS, ACTIONS)
+    for t in range(steps):
+        obs = np.full((n, 4), worker * 100 + t, np.float32)
+        rows.add(t, np.ones(n, bool), obs, np.zeros(n, np.int64), np.full(n, reward, np.float32), obs + 1,
+                 np.zeros(n, bool), np.zeros(n, bool))
+    return Shipment("rows", worker, 0, steps * n, EPISODES, {}, data=rows)
+
+
+def stored_rewards(memory) -> np.ndarray:
+    return np.asarray(memory.rewards[:len(memory)]).ravel()
+
+
+def test_apex_workers_fill_their_own_rows():
+    """Bug caught: every worker's transitions observed into rows 0..N-1, so one n-step window joins two workers'
+    streams (a return mixing rewards 1 and 100)."""
+    learner, agent, transport = make_learner("apex_dqn_cartpole", "num_envs=2,n_step=3,learning_starts=100000")
+    g = agent.hp.gamma
+    transport.queue.extend([rows_shipment(0, 5, 2, reward=1.0), rows_shipment(1, 5, 2, reward=100.0)])
+    learner.step()
+    learner.step()
+    rewards = stored_rewards(agent.memory)
+    whole = 1 + g + g * g
+    assert len(rewards) == 2 * 2 * 3  # each row's windows emitted 3 whole 3-step transitions of 5 steps
+    assert np.allclose(np.sort(rewards), [whole] * 6 + [100 * whole] * 6)
+
+
+def test_a_restarted_worker_closes_its_rows_as_truncated():
+    """Bug caught: a restarted worker's rows keep their n-step windows, so a transition's return includes the next
+    episode's reward."""
+    learner, agent, transport = make_learner("apex_dqn_cartpole", "num_envs=2,n_step=3,learning_starts=100000")
+    g = agent.hp.gamma
+    transport.queue.append(rows_shipment(1, 2, 2, reward=1.0))  # 2 steps: windows open, nothing stored yet
+    learner.step()
+    assert len(agent.memory) == 0
+    transport.lost.append(1)  # worker 1 was restarted: its next rows are a new episode
+    transport.queue.append(rows_shipment(1, 3, 2, reward=1000.0))
+    learner.step()
+    rewards = stored_rewards(agent.memory)
+    before = sorted(r for r in rewards if r < 1000)
+    assert np.allclose(before, [1.0, 1.0, 1 + g, 1 + g])  # the closed windows: truncated partial returns
+    assert all(r < 1000 or np.isclose(r, 1000 * (1 + g + g * g)) for r in rewards)
+
+
+def test_normalisation_statistics_of_every_worker_are_merged_and_published():
+    """Bug caught: the learner taking the statistics of whichever worker shipped last."""
+    from rl.agents.normalize import RunningMeanStd
+
+    learner, agent, transport = make_learner("ppo_cartpole", "num_workers=2,num_envs=2,num_steps=8,"
+                                                             "normalize_obs=true")
+    data = [np.random.default_rng(w).normal(w * 10, 1 + w, (64, 4)) for w in range(2)]
+    shipments = []
+    for w in range(2):
+        rms = RunningMeanStd((4,))
+        rms.update(data[w])
+        shipments.append(rollout_shipment(learner, transport, w, 0, statistics={"obs": rms.take_fresh()}))
+    transport.queue.extend(shipments)
+    learner.step()
+    learner.step()
+    union = np.concatenate(data)
+    learned = agent.normalizers()["obs"]
+    np.testing.assert_allclose(learned.mean, union.mean(0), rtol=1e-3)
+    np.testing.assert_allclose(learned.var, union.var(0), rtol=1e-3)
+    state, _ = transport.published[-1]
+    np.testing.assert_allclose(state["stat.obs.mean"].numpy(), union.mean(0), rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["ppo_cartpole", "dqn_cartpole"])
+def test_a_worker_agent_acts_with_the_published_state(name):
+    """The acting state round-trips: weights, statistics and the step count reach a worker's agent."""
+    hp = sets[name]()
+    hp.parse("normalize_obs=true" if name == "ppo_cartpole" else "")
+    a = agents[hp.agent](hp, OBS, ACTIONS, 1, seed=0)
+    b = agents[hp.agent](hp.copy(), OBS, ACTIONS, 1, seed=1)
+    a.env_steps = 1234
+    for m in a.normalizers().values():
+        m.update(np.random.default_rng(0).normal(3, 2, (32, *m.mean.shape)))
+    a.statistics_changed()
+    b.load_acting_state(a.acting_state())
+    obs = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
+    assert np.array_equal(a.act(obs, deterministic=True), b.act(obs, deterministic=True))
+    assert b.env_steps == 1234
+    for k, m in a.normalizers().items():
+        np.testing.assert_array_equal(b.normalizers()[k].mean, m.mean)
