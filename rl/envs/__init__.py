@@ -5,6 +5,9 @@ Every env is a gymnasium vector env; a single env is a vector of one. `vector_mo
 vectorised entry point, e.g. CartPole's numpy implementation: same-step where `cartpole_vector` gives it one,
 next-step autoreset otherwise) or `auto` (a same-step native env where there is one, sync otherwise: always
 same-step autoreset).
+
+Each family is an `EnvFamily` (rl/envs/family.py) that checks its own ids; `resolve_env(hp)` picks the family and
+lets it check `hp.env`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from rl.envs import (
     masked_cartpole,  # noqa: F401  (registers CartPoleNoVel-v1)
 )
 from rl.envs.cartpole_vector import SAME_STEP_NATIVE
+from rl.envs.family import EnvFamily, resolve_env  # noqa: F401  (resolve_env: the settings resolver's entry)
 from rl.errors import ConfigError
 from rl.registry import envs
 
@@ -59,17 +63,25 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
 
 
 @envs.register("gym")
-def gym_family(hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
-    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo ...); `max_episode_steps` > 0 replaces
-    the id's time limit."""
-    limit = {"max_episode_steps": hp.max_episode_steps} if hp.max_episode_steps > 0 else {}
-    return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, **limit)
+class GymFamily(EnvFamily):
+    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo, PyBullet ...);
+    `max_episode_steps` > 0 replaces the id's time limit."""
+
+    @classmethod
+    def check(cls, hp) -> None:
+        check_env_id(hp.env)
+
+    @classmethod
+    def make(cls, hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
+        limit = {"max_episode_steps": hp.max_episode_steps} if hp.max_episode_steps > 0 else {}
+        return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, **limit)
 
 
 def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, vector_mode: str | None = None):
     """The vector env that the hparams describe (`env_type` picks the family, `env` the id)."""
-    maker = envs[hp.env_type]
-    return maker(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode, vector_mode=vector_mode)
+    family = envs[hp.env_type]
+    return family.make(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode,
+                       vector_mode=vector_mode)
 
 
 def has_same_step_native(env_id: str) -> bool:

@@ -26,6 +26,7 @@ import re
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from rl.envs.family import EnvFamily
 from rl.errors import ConfigError
 from rl.registry import envs, snake_case
 
@@ -179,11 +180,24 @@ class AtariVecEnv(VectorEnv):
 
 
 @envs.register("atari")
-def atari_family(hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
+class AtariFamily(EnvFamily):
     """ale-py's vector env for `hp.env` (`PongNoFrameskip-v4`, `ALE/Pong-v5` ...) with the atari settings;
-    `vector_mode` does not apply (the C++ threads are the engine)."""
-    return AtariVecEnv(hp.env, num_envs, frame_skip=hp.frame_skip, frame_stack=hp.frame_stack,
-                       noop_max=hp.noop_max, sticky_actions=hp.sticky_actions,
-                       full_action_space=hp.full_action_space, terminal_on_life_loss=hp.terminal_on_life_loss,
-                       reward_clipping=hp.reward_clipping, fire_reset=hp.fire_reset,
-                       max_episode_steps=hp.max_episode_steps, env_threads=hp.env_threads, render_mode=render_mode)
+    `vector_mode` does not apply (the C++ threads are the engine). An Atari id selects this family whatever the
+    set's `env_type`."""
+
+    @classmethod
+    def claims(cls, env_id: str) -> bool:
+        return is_atari_id(env_id)
+
+    @classmethod
+    def check(cls, hp) -> None:
+        check_atari_id(hp.env)
+
+    @classmethod
+    def make(cls, hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
+        return AtariVecEnv(hp.env, num_envs, frame_skip=hp.frame_skip, frame_stack=hp.frame_stack,
+                           noop_max=hp.noop_max, sticky_actions=hp.sticky_actions,
+                           full_action_space=hp.full_action_space, terminal_on_life_loss=hp.terminal_on_life_loss,
+                           reward_clipping=hp.reward_clipping, fire_reset=hp.fire_reset,
+                           max_episode_steps=hp.max_episode_steps, env_threads=hp.env_threads,
+                           render_mode=render_mode)
