@@ -6,6 +6,9 @@ and renamed into place, so a crash never leaves a half-written `ckpt_*.pt`. Load
 `checkpoints/best.pt` holds the agent of the best evaluation so far (its `step` and `mean_return` with it); its name
 does not match `ckpt_<step>.pt`, so resuming and pruning never see it. `load_checkpoint` picks what evaluation
 mode loads: the newest intact checkpoint, best.pt, or a file named by path.
+
+What goes into a checkpoint is `snapshot` (the agent's state, torch's RNG, the recent episode statistics); `restore`
+and `restore_checked` load it back; `BestKeeper` decides when an evaluation replaces best.pt.
 """
 
 from __future__ import annotations
@@ -14,10 +17,15 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from rl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rl.envs.episode_stats import EpisodeStats
 
 PATTERN = re.compile(r"^ckpt_(\d+)\.pt$")
 BEST = "best.pt"
@@ -142,3 +150,53 @@ def load_checkpoint(output_dir, which: str = "latest", map_location="cpu") -> tu
     except Exception as exc:  # noqa: BLE001 - any failure to read means "corrupt"; the message says which
         raise ConfigError(f"--checkpoint {which}: {path} is not a readable checkpoint ({_short(exc)}); "
                           f"valid: {VALID}") from None
+
+
+# ---------------------------------------------------------------------------------------------------- what a run saves
+def snapshot(agent, include_memory: bool = True, stats: EpisodeStats | None = None) -> dict:
+    """What a checkpoint holds: the agent's state, torch's global RNG and the recent episode statistics."""
+    state = {"agent": agent.state_dict(include_memory=include_memory), "torch_rng": torch.get_rng_state()}
+    if stats is not None:
+        state["episode_stats"] = stats.state_dict()
+    return state
+
+
+def restore(agent, state: dict, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
+    """Load what `snapshot` saved; `include_memory=False` leaves the memory out (evaluation needs none, and an
+    on-policy rollout is sized by the number of envs it was collected with)."""
+    agent_state = state["agent"]
+    if not include_memory:
+        agent_state = {k: v for k, v in agent_state.items() if k != "memory"}
+    agent.load_state_dict(agent_state)
+    torch.set_rng_state(state["torch_rng"])
+    if stats is not None and "episode_stats" in state:
+        stats.load_state_dict(state["episode_stats"])
+
+
+def restore_checked(agent, state: dict, path, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
+    """`restore`, with a checkpoint that does not fit the agent (other sizes or settings) as a ConfigError."""
+    try:
+        restore(agent, state, stats, include_memory)
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise ConfigError(f"checkpoint {path} does not fit this run's agent ({type(exc).__name__}: {detail}); it was "
+                          f"written with other settings (env, sizes, model): use those, or another --output_dir "
+                          f"or --checkpoint") from None
+
+
+class BestKeeper:
+    """Keeps `checkpoints/best.pt`: the agent of the evaluation with the highest mean return so far. A resumed run
+    reads the previous best's score back from best.pt, so only a strictly better evaluation replaces it."""
+
+    def __init__(self, output_dir: Path):
+        self.output_dir = output_dir
+        self.best = read_best(output_dir)  # {"step", "mean_return", "path"} or None
+
+    def offer(self, agent, returns: list[float]) -> bool:
+        mean = float(np.mean(returns))
+        if self.best is not None and not mean > self.best["mean_return"]:
+            return False
+        path = save_best(self.output_dir, agent.env_steps, mean, snapshot(agent, include_memory=False),
+                         std_return=float(np.std(returns)), episodes=len(returns))
+        self.best = {"step": agent.env_steps, "mean_return": mean, "path": str(path)}
+        return True

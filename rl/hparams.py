@@ -4,11 +4,13 @@ Sets (in `hparams/`) are functions that build a fresh HParams: `base()` defines 
 its own with `define`, and a derived set calls its parent and assigns. Reading or assigning an unknown key is an
 error naming the close matches; an assigned value must have the type of the default (ints widen to floats).
 Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value.
+`resolve_hparams` builds a run's settings from the CLI's arguments (set, saved run, overrides, flags).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from rl.errors import ConfigError
@@ -177,3 +179,42 @@ def parse_value(key: str, raw: str, kind: type, elem: type | None = None) -> Any
         pass
     raise ConfigError(f"setting {key!r} expects a {_type_name(kind)}"
                       f"{f' of {_type_name(elem)}' if kind is list else ''}, could not parse {raw!r}")
+
+
+# ---------------------------------------------------------------------------------------------------- a run's settings
+FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers")
+
+
+def resolve_hparams(args, output_dir: Path) -> HParams:
+    """The set, then the `hparams.json` of a resumed run, then `--hparam_override`, then flags; then the agent and
+    env family are looked up and the family checks the env id (`rl.envs.resolve_env`)."""
+    from rl.envs import resolve_env  # the registries' members import this module: look them up when called
+    from rl.registry import agents
+    from rl.registry import hparams as sets
+
+    hp = sets[args.hparams]()
+    saved_path = output_dir / "hparams.json"
+    if saved_path.exists():
+        try:
+            saved = json.loads(saved_path.read_text())
+            saved_set, saved_values = saved["hparams_set"], saved["hparams"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{saved_path} is corrupt ({exc}); fix or delete it, "
+                              f"or use another --output_dir") from None
+        if saved_set != args.hparams or saved_values.get("agent") != hp.agent:
+            raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
+                              f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
+                              f"Use another --output_dir")
+        hp.update(saved_values)
+    if args.hparam_override:
+        hp.parse(args.hparam_override)
+    for name in FLAG_SETTINGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(hp, name, value)
+    for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):
+        if getattr(hp, name) <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
+    agents[hp.agent]  # fail early on an unknown agent
+    resolve_env(hp)
+    return hp

@@ -1,10 +1,7 @@
-"""The loops: train (with periodic evaluation, checkpoints, logging), evaluate/test, and independent copies.
-
-Everything is batched over a gymnasium vector env:
-    obs -> agent.act -> env.step -> agent.observe(true next_obs) -> agent.update
-With same-step autoreset (sync/async envs) the final observation of an ending episode comes from
-`info["final_obs"]`; with next-step autoreset (native vector envs) the step that resets an env is not a transition
-and is dropped. Either way no transition spans two episodes and truncations bootstrap.
+"""Orchestration: settings, the trainer (one process or the Scheme's workers), the training loop's checkpoints,
+evaluations and logging, evaluation mode and independent copies. The stepping is the Collector's (rl/collector.py),
+the evaluation loops are rl/evaluation.py's, the checkpoint helpers rl/checkpoint.py's and settings resolution
+rl/hparams.py's; their names are re-exported here for scripts and tests.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import json
 import os
 import random
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -21,14 +17,15 @@ import numpy as np
 import torch
 
 from rl.agents.base import resolve_device
-from rl.checkpoint import load_checkpoint, load_newest, read_best, save, save_best
+from rl.checkpoint import BestKeeper, load_newest, restore, restore_checked, save, snapshot  # noqa: F401
 from rl.collector import Collector, true_next_obs  # noqa: F401 - true_next_obs: re-exported for scripts
 from rl.envs import make_env
-from rl.envs.episode_stats import EpisodeStats, game_over, game_rewards
+from rl.envs.episode_stats import EpisodeStats
 from rl.errors import ConfigError
+from rl.evaluation import evaluate, has_display, record_videos, summarize, test  # noqa: F401
+from rl.hparams import FLAG_SETTINGS, resolve_hparams  # noqa: F401
 from rl.registry import agents
 from rl.threads import limit_threads
-from rl.video import env_fps, write_mp4
 
 
 def seed_everything(seed: int) -> None:
@@ -73,103 +70,6 @@ class StopFlag:
     def __exit__(self, *exc):
         for sig, old in self._old.items():
             signal.signal(sig, old)
-
-
-def snapshot(agent, include_memory: bool = True, stats: EpisodeStats | None = None) -> dict:
-    """What a checkpoint holds: the agent's state, torch's global RNG and the recent episode statistics."""
-    state = {"agent": agent.state_dict(include_memory=include_memory), "torch_rng": torch.get_rng_state()}
-    if stats is not None:
-        state["episode_stats"] = stats.state_dict()
-    return state
-
-
-def restore(agent, state: dict, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
-    """Load what `snapshot` saved; `include_memory=False` leaves the memory out (evaluation needs none, and an
-    on-policy rollout is sized by the number of envs it was collected with)."""
-    agent_state = state["agent"]
-    if not include_memory:
-        agent_state = {k: v for k, v in agent_state.items() if k != "memory"}
-    agent.load_state_dict(agent_state)
-    torch.set_rng_state(state["torch_rng"])
-    if stats is not None and "episode_stats" in state:
-        stats.load_state_dict(state["episode_stats"])
-
-
-def restore_checked(agent, state: dict, path, stats: EpisodeStats | None = None, include_memory: bool = True) -> None:
-    """`restore`, with a checkpoint that does not fit the agent (other sizes or settings) as a ConfigError."""
-    try:
-        restore(agent, state, stats, include_memory)
-    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise ConfigError(f"checkpoint {path} does not fit this run's agent ({type(exc).__name__}: {detail}); it was "
-                          f"written with other settings (env, sizes, model): use those, or another --output_dir "
-                          f"or --checkpoint") from None
-
-
-# ---------------------------------------------------------------------------------------------------- evaluation
-def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
-    """Returns of `episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh
-    vector env; on envs that report games (Atari) an episode is a whole game and its return the unclipped score."""
-    returns: list[float] = []
-    while len(returns) < episodes:
-        n = min(episodes - len(returns), 32)
-        env = make_env(hp, num_envs=n, vector_mode="sync")
-        obs, _ = env.reset(seed=seed + len(returns))
-        state = agent.eval_state(n)
-        total, running = np.zeros(n), np.ones(n, bool)
-        while running.any():
-            actions, state = agent.act_eval(obs, state)
-            obs, rewards, terminated, truncated, info = env.step(actions)
-            total += game_rewards(rewards, info) * running
-            running &= ~game_over(terminated, truncated, info)
-        env.close()
-        returns += total.tolist()
-    return returns
-
-
-def record_videos(agent, hp, episodes: int, folder: Path, seed: int, human: bool = False) -> tuple[list[float], list]:
-    """Play `episodes` greedy episodes in one env, rendering to mp4 files (or to a window when `human`)."""
-    env = make_env(hp, num_envs=1, render_mode="human" if human else "rgb_array", vector_mode="sync")
-    returns, paths = [], []
-    for ep in range(episodes):
-        obs, _ = env.reset(seed=seed + ep)
-        state, done, total, frames = agent.eval_state(1), False, 0.0, []
-        while not done:
-            if not human:
-                frames.append(env.call("render")[0])
-            actions, state = agent.act_eval(obs, state)
-            obs, reward, terminated, truncated, info = env.step(actions)
-            total += float(game_rewards(reward, info)[0])
-            done = bool(game_over(terminated, truncated, info)[0])
-        returns.append(total)
-        if not human:
-            paths.append(write_mp4(folder / f"episode_{ep:03d}.mp4", frames, env_fps(env)))
-    env.close()
-    return returns, paths
-
-
-def summarize(returns: list[float], **extra) -> dict:
-    return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
-            "episodes": len(returns), "returns": [float(r) for r in returns], **extra}
-
-
-# ---------------------------------------------------------------------------------------------------- training
-class BestKeeper:
-    """Keeps `checkpoints/best.pt`: the agent of the evaluation with the highest mean return so far. A resumed run
-    reads the previous best's score back from best.pt, so only a strictly better evaluation replaces it."""
-
-    def __init__(self, output_dir: Path):
-        self.output_dir = output_dir
-        self.best = read_best(output_dir)  # {"step", "mean_return", "path"} or None
-
-    def offer(self, agent, returns: list[float]) -> bool:
-        mean = float(np.mean(returns))
-        if self.best is not None and not mean > self.best["mean_return"]:
-            return False
-        path = save_best(self.output_dir, agent.env_steps, mean, snapshot(agent, include_memory=False),
-                         std_return=float(np.std(returns)), episodes=len(returns))
-        self.best = {"step": agent.env_steps, "mean_return": mean, "path": str(path)}
-        return True
 
 
 class SingleProcess:
@@ -327,86 +227,6 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
               f"{result['mean_return']:.2f} ± {result['std_return']:.2f}; best: {best.best['mean_return']:.2f} "
               f"at step {best.best['step']} ({best.best['path']})")
     return result
-
-
-# ---------------------------------------------------------------------------------------------------- evaluation mode
-def test(hp, output_dir: Path, render: bool = False, record_video: bool = False, checkpoint: str = "latest") -> dict:
-    """Restore a checkpoint (`checkpoint`: "latest", "best" or a file path), play `hp.test_episodes` greedy
-    episodes, write `eval.json`. The memory is not restored: evaluation does not use it."""
-    state, path = load_checkpoint(output_dir, checkpoint)
-    configure_torch(hp)
-    seed_everything(hp.seed)
-    env = make_env(hp, num_envs=1, vector_mode="sync")
-    agent = build_agent(hp, env, hp.seed)
-    env.close()
-    restore_checked(agent, state, path, include_memory=False)
-    videos: list = []
-    human = render and has_display()
-    if render and not human:
-        print("--render: no display found (DISPLAY/WAYLAND_DISPLAY unset); use --record_video True to write mp4 "
-              "files instead", file=sys.stderr)
-    if human or record_video:
-        returns, videos = record_videos(agent, hp, hp.test_episodes, output_dir / "videos", hp.seed + 20_000, human)
-    else:
-        returns = evaluate(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
-    result = summarize(returns, checkpoint=checkpoint, checkpoint_path=str(path), env_steps=agent.env_steps,
-                       videos=[str(p) for p in videos])
-    (output_dir / "eval.json").write_text(json.dumps({"mode": "test", **result}, indent=2))
-    print(f"evaluation of step {agent.env_steps} over {len(returns)} episodes: "
-          f"{result['mean_return']:.2f} ± {result['std_return']:.2f} ({checkpoint} checkpoint: {path})")
-    if videos:
-        print(f"videos: {output_dir / 'videos'}")
-    return result
-
-
-def has_display() -> bool:
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-
-
-# ---------------------------------------------------------------------------------------------------- the CLI's entry
-FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers")
-
-
-def resolve_hparams(args, output_dir: Path):
-    """The set, then the `hparams.json` of a resumed run, then `--hparam_override`, then flags."""
-    from rl.registry import hparams as sets
-
-    hp = sets[args.hparams]()
-    saved_path = output_dir / "hparams.json"
-    if saved_path.exists():
-        try:
-            saved = json.loads(saved_path.read_text())
-            saved_set, saved_values = saved["hparams_set"], saved["hparams"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{saved_path} is corrupt ({exc}); fix or delete it, "
-                              f"or use another --output_dir") from None
-        if saved_set != args.hparams or saved_values.get("agent") != hp.agent:
-            raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
-                              f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
-                              f"Use another --output_dir")
-        hp.update(saved_values)
-    if args.hparam_override:
-        hp.parse(args.hparam_override)
-    for name in FLAG_SETTINGS:
-        value = getattr(args, name, None)
-        if value is not None:
-            setattr(hp, name, value)
-    for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):
-        if getattr(hp, name) <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
-    from rl.envs import check_env_id
-    from rl.envs.atari import check_atari_id, is_atari_id
-    from rl.registry import agents as agent_registry
-    from rl.registry import envs as env_registry
-
-    if is_atari_id(hp.env):  # PongNoFrameskip-v4, ALE/Pong-v5: ale-py's vector env, whatever the set's family
-        hp.env_type = "atari"
-    agent_registry[hp.agent], env_registry[hp.env_type]  # fail early on unknown names
-    if hp.env_type == "gym":
-        check_env_id(hp.env)
-    elif hp.env_type == "atari":
-        check_atari_id(hp.env)
-    return hp
 
 
 def write_run_record(hp, args, output_dir: Path) -> None:

@@ -98,7 +98,7 @@ def test_every_setting_has_help():
 
 def test_precedence_set_then_saved_then_override_then_flags(tmp_path):
     import train
-    from rl.run import resolve_hparams
+    from rl.hparams import resolve_hparams
 
     saved = sets["dqn_cartpole"]()
     saved.lr, saved.batch_size, saved.train_steps, saved.gamma = 0.5, 7, 1234, 0.9

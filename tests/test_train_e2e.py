@@ -210,10 +210,10 @@ def test_best_checkpoint_is_the_best_evaluation(best_run):
 
 
 def test_a_tie_does_not_replace_the_best(tmp_path):
-    from rl.checkpoint import read_best
+    from rl.checkpoint import BestKeeper, read_best
     from rl.envs import make_env
     from rl.registry import hparams as sets
-    from rl.run import BestKeeper, build_agent
+    from rl.run import build_agent
 
     hp = sets["dqn_cartpole"]()
     agent = build_agent(hp, make_env(hp, num_envs=1), seed=0)

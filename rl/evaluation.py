@@ -1,0 +1,101 @@
+"""Evaluation: greedy episodes on fresh envs (`evaluate`), mp4 videos or a window (`record_videos`), and evaluation
+mode (`test`: restore a checkpoint, play `test_episodes`, write `eval.json`).
+
+Evaluation keeps its own short loop rather than the Collector: it scores whole games (on Atari a game spans several
+lives) and stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from rl.checkpoint import load_checkpoint, restore_checked
+from rl.envs import make_env
+from rl.envs.episode_stats import game_over, game_rewards
+from rl.video import env_fps, write_mp4
+
+
+def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
+    """Returns of `episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh
+    vector env; on envs that report games (Atari) an episode is a whole game and its return the unclipped score."""
+    returns: list[float] = []
+    while len(returns) < episodes:
+        n = min(episodes - len(returns), 32)
+        env = make_env(hp, num_envs=n, vector_mode="sync")
+        obs, _ = env.reset(seed=seed + len(returns))
+        state = agent.eval_state(n)
+        total, running = np.zeros(n), np.ones(n, bool)
+        while running.any():
+            actions, state = agent.act_eval(obs, state)
+            obs, rewards, terminated, truncated, info = env.step(actions)
+            total += game_rewards(rewards, info) * running
+            running &= ~game_over(terminated, truncated, info)
+        env.close()
+        returns += total.tolist()
+    return returns
+
+
+def record_videos(agent, hp, episodes: int, folder: Path, seed: int, human: bool = False) -> tuple[list[float], list]:
+    """Play `episodes` greedy episodes in one env, rendering to mp4 files (or to a window when `human`)."""
+    env = make_env(hp, num_envs=1, render_mode="human" if human else "rgb_array", vector_mode="sync")
+    returns, paths = [], []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        state, done, total, frames = agent.eval_state(1), False, 0.0, []
+        while not done:
+            if not human:
+                frames.append(env.call("render")[0])
+            actions, state = agent.act_eval(obs, state)
+            obs, reward, terminated, truncated, info = env.step(actions)
+            total += float(game_rewards(reward, info)[0])
+            done = bool(game_over(terminated, truncated, info)[0])
+        returns.append(total)
+        if not human:
+            paths.append(write_mp4(folder / f"episode_{ep:03d}.mp4", frames, env_fps(env)))
+    env.close()
+    return returns, paths
+
+
+def summarize(returns: list[float], **extra) -> dict:
+    return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
+            "episodes": len(returns), "returns": [float(r) for r in returns], **extra}
+
+
+def has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def test(hp, output_dir: Path, render: bool = False, record_video: bool = False, checkpoint: str = "latest") -> dict:
+    """Restore a checkpoint (`checkpoint`: "latest", "best" or a file path), play `hp.test_episodes` greedy
+    episodes, write `eval.json`. The memory is not restored: evaluation does not use it."""
+    from rl.run import build_agent, configure_torch, seed_everything  # rl.run imports this module
+
+    state, path = load_checkpoint(output_dir, checkpoint)
+    configure_torch(hp)
+    seed_everything(hp.seed)
+    env = make_env(hp, num_envs=1, vector_mode="sync")
+    agent = build_agent(hp, env, hp.seed)
+    env.close()
+    restore_checked(agent, state, path, include_memory=False)
+    videos: list = []
+    human = render and has_display()
+    if render and not human:
+        print("--render: no display found (DISPLAY/WAYLAND_DISPLAY unset); use --record_video True to write mp4 "
+              "files instead", file=sys.stderr)
+    if human or record_video:
+        returns, videos = record_videos(agent, hp, hp.test_episodes, output_dir / "videos", hp.seed + 20_000, human)
+    else:
+        returns = evaluate(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
+    result = summarize(returns, checkpoint=checkpoint, checkpoint_path=str(path), env_steps=agent.env_steps,
+                       videos=[str(p) for p in videos])
+    (output_dir / "eval.json").write_text(json.dumps({"mode": "test", **result}, indent=2))
+    print(f"evaluation of step {agent.env_steps} over {len(returns)} episodes: "
+          f"{result['mean_return']:.2f} ± {result['std_return']:.2f} ({checkpoint} checkpoint: {path})")
+    if videos:
+        print(f"videos: {output_dir / 'videos'}")
+    return result
