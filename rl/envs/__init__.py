@@ -7,13 +7,18 @@ next-step autoreset otherwise) or `auto` (a same-step native env where there is 
 same-step autoreset).
 
 Each family is an `EnvFamily` (rl/envs/family.py) that checks its own ids; `resolve_env(hp)` picks the family and
-lets it check `hp.env`.
+lets it check `hp.env`. The gym family accepts gymnasium's `module:EnvId` form (`mypackage.envs:MyEnv-v0`, as
+`gym.make` does): the module is imported, which registers `EnvId`, wherever the id is checked or an env is made, so
+worker processes that did not inherit the registration (spawned, Ray actors) import it too. `hp.env` keeps the
+module form, so the run's hparams.json resumes and evaluates the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
+import traceback
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
@@ -31,15 +36,56 @@ from rl.registry import envs
 VECTOR_MODES = ("auto", "sync", "async", "native")
 
 
-def check_env_id(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The spec of a registered gymnasium id, or a ConfigError naming the closest ids."""
+def split_env_id(env_id: str) -> tuple[str | None, str]:
+    """(module, id) of gymnasium's `module:EnvId` form, (None, id) of a plain id."""
+    module, colon, name = env_id.partition(":")
+    if not colon:
+        return None, env_id
+    if not module.strip() or not name.strip():
+        raise ConfigError(f"malformed env {env_id!r}: the module form is module:EnvId, e.g. "
+                          f"'mypackage.envs:MyEnv-v0'")
+    return module.strip(), name.strip()
+
+
+def import_env_module(env_id: str) -> str:
+    """Import the module of a `module:EnvId` id (importing it registers EnvId with gymnasium) and return the bare
+    id; a plain id is returned as it is. A module that fails to import is a one-line ConfigError naming it."""
+    module, name = split_env_id(env_id)
+    if module is None:
+        return name
     try:
-        return gym.spec(env_id)
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            raise ConfigError(f"env {env_id!r}: no module named {module!r} (install it, or put the folder that "
+                              f"holds it on PYTHONPATH)") from None
+        raise ConfigError(f"env {env_id!r}: importing module {module!r} failed: {_one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises: one line naming it and where
+        raise ConfigError(f"env {env_id!r}: importing module {module!r} failed: {_one_line(exc)}") from None
+    return name
+
+
+def _one_line(exc: BaseException) -> str:
+    """`Type: first line of the message (file:line)`, the frame being the innermost one that raised it."""
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}{': ' + text if text else ''}{where}"
+
+
+def check_env_id(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The spec of a registered gymnasium id (importing the module of a `module:EnvId` id first), or a ConfigError
+    naming the closest ids."""
+    module, _ = split_env_id(env_id)
+    name = import_env_module(env_id)
+    try:
+        return gym.spec(name)
     except gym.error.Error:
         valid = list(gym.registry)
-        close = difflib.get_close_matches(env_id, valid, n=3, cutoff=0.6)
+        close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(map(repr, close))}?" if close else "see gymnasium.pprint_registry() for ids"
-        raise ConfigError(f"unknown env {env_id!r}: {hint}") from None
+        where = f" (module {module!r} was imported but registers no {name!r})" if module else ""
+        raise ConfigError(f"unknown env {env_id!r}{where}: {hint}") from None
 
 
 def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_mode: str | None = None,
@@ -48,6 +94,7 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
     if vector_mode not in VECTOR_MODES:
         raise ConfigError(f"unknown vector_mode {vector_mode!r}: valid: {', '.join(VECTOR_MODES)}")
     spec = check_env_id(env_id)
+    env_id = spec.id  # without the module of a `module:EnvId` id: imported, it is registered
     if vector_mode == "auto":
         vector_mode = "native" if env_id in SAME_STEP_NATIVE and not wrappers else "sync"
     if vector_mode == "native":
@@ -64,7 +111,7 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
 
 @envs.register("gym")
 class GymFamily(EnvFamily):
-    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo, PyBullet ...);
+    """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo, PyBullet ...), or `module:EnvId`;
     `max_episode_steps` > 0 replaces the id's time limit."""
 
     @classmethod
@@ -86,7 +133,7 @@ def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, ve
 
 def has_same_step_native(env_id: str) -> bool:
     """True when `vector_mode=native` gives `env_id` a vector env with same-step autoreset."""
-    return env_id in SAME_STEP_NATIVE
+    return split_env_id(env_id)[1] in SAME_STEP_NATIVE
 
 
 def is_same_step(env: gym.vector.VectorEnv) -> bool:
