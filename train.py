@@ -29,7 +29,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hparams", help="name of the hyperparameter set (see --list)")
     p.add_argument("--hparam_override", default="",
                    help='comma-separated key=value settings, typed like the defaults: "lr=1e-3,hidden_sizes=[64,64]"')
-    p.add_argument("--env", help="gymnasium env id, overriding the set's")
+    p.add_argument("--env", help="env id, overriding the set's: a gymnasium id, an Atari id (PongNoFrameskip-v4, "
+                                 "ALE/Pong-v5) or module:EnvId (mypackage.envs:MyEnv-v0: the module is imported to "
+                                 "register EnvId, as gym.make does)")
     p.add_argument("--output_dir", help="run folder: hparams.json, checkpoints/, TensorBoard events, progress.csv, "
                                         "videos/, eval.json. A folder holding a run is resumed")
     p.add_argument("--train_steps", type=int, help="environment steps to train for, overriding the set's")
