@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num_workers", type=int, default=None,
                    help="0: one process; N > 0: N collection worker processes feeding the learner (default: the "
                         "set's; the Scheme's settings col_communication, num_grad_workers, grad_communication)")
+    p.add_argument("--ray_address", default=None, metavar="auto|HOST:PORT",
+                   help="run the workers as Ray actors on this Ray cluster (default: RAY_ADDRESS if set, else "
+                        "shared-memory processes on this machine); needs Ray: bash setup.sh --ray")
     p.add_argument("--seed", type=int, help="random seed, overriding the set's")
     p.add_argument("--list", action="store_true", help="print what each registry holds and exit")
     return p

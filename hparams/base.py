@@ -71,6 +71,12 @@ def base() -> HParams:
     d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share")
     d("grad_communication", "sync", "gradient workers: sync (gradients averaged by a torch.distributed "
       "all-reduce every step: DPPO) or async (the learner applies each worker's gradient as it arrives: A3C)")
+    d("ray_address", "", "run the workers as Ray actors on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
+      "('': shared-memory processes on this machine; --ray_address or RAY_ADDRESS set it)")
+    d("ray_worker_cpus", 1.0, "Ray: CPUs each worker actor declares")
+    d("ray_worker_gpus", 0.0, "Ray: GPUs each worker actor declares")
+    d("ray_worker_resources", "", "Ray: custom resources each worker actor declares, NAME:AMOUNT[;NAME:AMOUNT] "
+      "(e.g. cpu_node:1 keeps workers on nodes started with --resources '{\"cpu_node\": 8}')")
     return hp
 
 

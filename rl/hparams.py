@@ -10,6 +10,7 @@ Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,8 @@ def parse_value(key: str, raw: str, kind: type, elem: type | None = None) -> Any
 
 
 # ---------------------------------------------------------------------------------------------------- a run's settings
-FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers")
+FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers", "ray_address")
+MACHINE_SETTINGS = ("ray_address",)  # where this invocation runs, not what the run is: never taken from hparams.json
 
 
 def resolve_hparams(args, output_dir: Path) -> HParams:
@@ -205,13 +207,15 @@ def resolve_hparams(args, output_dir: Path) -> HParams:
             raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
                               f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
                               f"Use another --output_dir")
-        hp.update(saved_values)
+        hp.update({k: v for k, v in saved_values.items() if k not in MACHINE_SETTINGS})
     if args.hparam_override:
         hp.parse(args.hparam_override)
     for name in FLAG_SETTINGS:
         value = getattr(args, name, None)
         if value is not None:
             setattr(hp, name, value)
+    if "ray_address" in hp and not hp.ray_address:
+        hp.ray_address = os.environ.get("RAY_ADDRESS", "")
     for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):
         if getattr(hp, name) <= 0:
             raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")

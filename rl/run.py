@@ -102,12 +102,15 @@ def uses_scheme(hp) -> bool:
 
 
 def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
-    """One process, or the Scheme's workers (imported only when asked for)."""
+    """One process, or the Scheme's learner fed by workers: forked processes on this machine, or Ray actors with
+    `ray_address` (rl/parallel is imported only when asked for, Ray only with an address)."""
     if not uses_scheme(hp):
         return SingleProcess(hp, env, agent, stats, seed)
-    from rl.parallel.scheme import Scheme
+    from rl.parallel.learner import Learner
 
-    return Scheme(hp, env, agent, stats, seed)
+    spaces = env.single_observation_space, env.single_action_space
+    env.close()  # the learner needs only the spaces: workers step envs of their own
+    return Learner(hp, spaces, agent, stats, seed, transport="ray" if hp.ray_address else "shm")
 
 
 def prepare(hp, output_dir: Path, rank: int = 0):
@@ -115,7 +118,7 @@ def prepare(hp, output_dir: Path, rank: int = 0):
     configure_torch(hp)
     seed_everything(hp.seed)
     if uses_scheme(hp):  # workers step the envs; this process learns
-        from rl.parallel.scheme import learner_hparams
+        from rl.parallel.learner import learner_hparams
 
         env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
         learner_hp = learner_hparams(hp)
@@ -136,7 +139,7 @@ def prepare(hp, output_dir: Path, rank: int = 0):
 
 def follow(hp, output_dir: Path, rank: int, port: int) -> None:
     """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints."""
-    from rl.parallel.grad_workers import GradientGroup, GroupTrainer
+    from rl.parallel.collective import GradientGroup, GroupTrainer
 
     env, agent, stats = prepare(hp, output_dir, rank)
     group = GradientGroup(rank, hp.num_grad_workers, port, hp.device)
@@ -159,7 +162,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO/RAPID: fork the other ranks first
         from functools import partial
 
-        from rl.parallel.grad_workers import launch
+        from rl.parallel.collective import launch
 
         group, children = launch(hp, partial(follow, hp, output_dir))
     env, agent, stats = prepare(hp, output_dir)
@@ -168,7 +171,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
     best = BestKeeper(output_dir)
     trainer = make_trainer(hp, env, agent, stats, seed=hp.seed + start)  # a resumed run restarts its episodes
     if group is not None:
-        from rl.parallel.grad_workers import GroupTrainer
+        from rl.parallel.collective import GroupTrainer
 
         group.join(agent)
         trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
@@ -203,7 +206,7 @@ def train(hp, output_dir: Path, quiet: bool = False) -> dict:
         finally:
             trainer.close()  # workers stop before the last checkpoint: it is the state they last saw, or newer
             if group is not None:
-                from rl.parallel.grad_workers import reap
+                from rl.parallel.collective import reap
 
                 group.close()
                 reap(children)
