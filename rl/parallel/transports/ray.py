@@ -1,0 +1,330 @@
+"""The many-machine transport: each worker is a Ray actor; weights and shipments go through Ray's object store.
+
+The learner joins a running cluster (`ray.init(address=hp.ray_address)`: "auto", "HOST:PORT" or "ray://HOST:PORT");
+Ray is imported by this module only, so a run without `--ray_address` never imports it. Each worker (a plain
+rl.parallel.roles worker built from its picklable WorkerSpec) lives in one actor that declares the resources of
+`ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources` ("NAME:AMOUNT;NAME:AMOUNT"), so a cluster's nodes can
+be chosen by custom resources.
+
+Weights go out with one `ray.put` per publish; each call `actor.fill.remote(...)` loads the newest published weights
+(if it does not hold them yet), fills the actor's own buffer and returns the Shipment with the buffer in it, shipped by
+value through the object store. The learner keeps one call in flight per worker: asynchronous collection issues a
+worker's next call as soon as its shipment is released (with the newest weights); synchronous collection
+(`sync=True`) marks it idle until the next publish, so every worker acts with the weights that learned from its last
+data (policy lag 0).
+
+Ray's own actor restarts are off (`max_restarts=0`): a worker whose actor died, whose call raised, or whose call has
+been in flight for more than `worker_timeout` seconds is killed and replaced here by a fresh actor (with a seed of its
+own), so the restart count and the ranks whose episodes were cut are the learner's to see, as with the shared-memory
+transport; three failures in a row without a shipment end the run with the worker's error in one line. `close()`
+kills every actor and disconnects this driver; a cluster it joined keeps running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import replace
+
+from rl.errors import ConfigError
+
+RESEED = 100_003  # a restarted worker's seed: spec.seed + RESEED * restarts (as the shared-memory transport)
+
+
+def parse_resources(text: str) -> dict[str, float]:
+    """"NAME:AMOUNT;NAME:AMOUNT" -> {NAME: AMOUNT}; "" -> {}. A malformed entry is a one-line ConfigError."""
+    resources: dict[str, float] = {}
+    for entry in filter(None, (e.strip() for e in (text or "").split(";"))):
+        name, sep, amount = entry.rpartition(":")
+        name = name.strip()
+        try:
+            value = float(amount)
+        except ValueError:
+            value = -1.0
+        if not sep or not name or value <= 0 or name in resources:
+            raise ConfigError(f"bad ray_worker_resources entry {entry!r} in {text!r}: expected "
+                              f"NAME:AMOUNT[;NAME:AMOUNT] with distinct names and positive amounts (e.g. cpu_node:1)")
+        resources[name] = value
+    return resources
+
+
+def one_line(exc: BaseException) -> str:
+    """A Ray error in one line: the worker's own exception where Ray carries it (a task's cause, or the last line of
+    the traceback in an actor's creation error), else Ray's first line."""
+    import re
+
+    import ray.exceptions
+
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
+        exc = cause
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    if not isinstance(exc, ray.exceptions.RayError):
+        line = f"{type(exc).__name__}: {text}".splitlines()[0] if text else type(exc).__name__
+        return line[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    raised = [ln for ln in lines if _names_exception(ln.split(":", 1)[0]) and ":" in ln]
+    line = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return line[:300]
+
+
+def _names_exception(prefix: str) -> bool:
+    """"ValueError", "rl.errors.ConfigError": a traceback's last line starts with an exception's (dotted) name."""
+    parts = prefix.split(".")
+    return all(p.isidentifier() for p in parts) and parts[-1][:1].isupper()
+
+
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) that accepts no connection fails at once (ray.init would retry for
+    minutes)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" (ray.init says so itself) or a form Ray understands better than this check
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}; start one with "
+                          f"`ray start --head` or check --ray_address") from None
+
+
+class WorkerActor:
+    """One worker inside a Ray actor: built from its spec, filling its own buffer at every call."""
+
+    def __init__(self, spec, make_buffer):
+        import numpy as np
+        import torch
+
+        from rl.parallel.roles import make_worker
+        from rl.threads import limit_threads
+
+        limit_threads(1)
+        torch.set_flush_denormal(True)
+        np.random.seed((spec.seed * 7919 + spec.rank) % 2**32)
+        torch.manual_seed(spec.seed * 7919 + spec.rank)
+        self.worker = make_worker(spec)
+        self.buffer = make_buffer(spec)
+        self.held = -1  # the publish whose weights the worker holds
+
+    def fill(self, publish: int, version: int, weights: list):
+        """Load publish `publish` (its weights are `weights[0]`, an object ref: fetched only when new) and ship one
+        filled buffer."""
+        if publish != self.held:
+            import ray
+
+            self.worker.load(ray.get(weights[0]), version)
+            self.held = publish
+        shipment = self.worker.fill(self.buffer, _beat)
+        shipment.data = self.buffer  # serialised when returned: the next fill may reuse it
+        return shipment
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+def _beat() -> None:
+    """An actor's heartbeat: hung calls are found by their age on the learner's side, and actors are stopped by
+    ray.kill."""
+
+
+class Handle:
+    """One worker's actor, its call in flight and its record of failures."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.actor = None
+        self.call = None  # the object ref of the call in flight (None: idle)
+        self.issued = 0.0  # monotonic time the call was issued
+        self.restarts = 0
+        self.failures = 0  # consecutive failures without a shipment in between
+        self.last_error = ""
+
+
+class RayTransport:
+    def __init__(self, hp):
+        self.hp = hp
+        self.pending: deque = deque()
+        self.lost: list[int] = []
+        self.restarts = 0
+        self.handles: list[Handle] = []
+        self.connected = False  # this transport connected the driver (and disconnects it on close)
+        self.options = {"num_cpus": float(hp.ray_worker_cpus), "num_gpus": float(hp.ray_worker_gpus),
+                        "resources": parse_resources(hp.ray_worker_resources)}
+
+    # ------------------------------------------------------------------ the cluster
+    def _connect(self) -> None:
+        import ray
+
+        address = self.hp.ray_address
+        if ray.is_initialized():
+            return
+        _check_reachable(address)
+        try:
+            ray.init(address=address, logging_level="warning", log_to_driver=True)
+        except (ConnectionError, TimeoutError, RuntimeError, ValueError, OSError) as exc:
+            detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"cannot reach the Ray cluster at {address}: {detail}; start one with `ray start --head`"
+                              f" or check --ray_address") from None
+        self.connected = True
+
+    def _check_resources(self) -> None:
+        """A warning (not an error: an autoscaling cluster may add such nodes) when no node can hold one actor."""
+        import ray
+
+        wanted = {"CPU": self.options["num_cpus"], "GPU": self.options["num_gpus"], **self.options["resources"]}
+        wanted = {k: v for k, v in wanted.items() if v > 0}
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        if not any(all(r.get(k, 0) >= v for k, v in wanted.items()) for r in nodes):
+            have = "; ".join(", ".join(f"{k}:{v:g}" for k, v in sorted(r.items()) if not k.startswith("node:")
+                                       and "memory" not in k) for r in nodes)
+            print(f"warning: no node of the Ray cluster has the resources of one worker actor "
+                  f"({', '.join(f'{k}:{v:g}' for k, v in wanted.items())}); nodes have: {have or 'none'}; "
+                  f"the workers wait until such a node joins", flush=True)
+
+    # ------------------------------------------------------------------ the learner's side
+    def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
+        import ray
+
+        self._connect()
+        self.sync = sync
+        self.make_buffer = make_buffer
+        self.actor_class = ray.remote(max_restarts=0, max_task_retries=0, **self.options)(WorkerActor)
+        self._check_resources()
+        self.handles = [Handle(s) for s in specs]
+        self.publishes = -1
+        self._put(acting_state, version)
+        for h in self.handles:
+            self._start(h)
+            self._issue(h)
+
+    def _put(self, acting_state: dict, version: int) -> None:
+        import ray
+
+        cpu = {k: t.detach().to("cpu") for k, t in acting_state.items()}
+        self.weights = ray.put(cpu)
+        self.version = version
+        self.publishes += 1
+
+    def publish(self, acting_state: dict, version: int) -> None:
+        """One ray.put of the new weights; in sync mode the idle workers are sent off with them."""
+        self._put(acting_state, version)
+        if self.sync:
+            for h in self.handles:
+                if h.call is None:
+                    self._issue(h)
+
+    def _issue(self, h: Handle) -> None:
+        h.call = h.actor.fill.remote(self.publishes, self.version, [self.weights])
+        h.issued = time.monotonic()
+
+    # ------------------------------------------------------------------ the workers' lives
+    def _start(self, h: Handle) -> None:
+        spec = h.spec
+        if h.restarts:  # a restarted worker starts new episodes with a seed of its own
+            spec = replace(spec, seed=spec.seed + RESEED * h.restarts)
+        h.actor = self.actor_class.options(name=None).remote(spec, self.make_buffer)
+
+    def _restart(self, h: Handle, why: str) -> None:
+        import ray
+
+        try:
+            ray.kill(h.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        h.call = None
+        self.pending = deque(s for s in self.pending if s.worker != h.spec.rank)
+        h.failures += 1
+        if h.failures >= 3:
+            detail = f": {h.last_error}" if h.last_error else ""
+            raise ConfigError(f"collection worker {h.spec.rank} failed {h.failures} times in a row{detail}")
+        h.restarts += 1
+        self.restarts += 1
+        self.lost.append(h.spec.rank)
+        print(f"worker {h.spec.rank} {why}; restarted (its unfinished shipment is dropped)", flush=True)
+        self._start(h)
+        self._issue(h)  # a fresh worker acts with the newest weights at once (as a restarted process does)
+
+    def _collect(self, timeout: float) -> None:
+        """Move every call that has returned into `pending`; failed calls restart their workers."""
+        import ray
+        import ray.exceptions
+
+        by_call = {h.call: h for h in self.handles if h.call is not None}
+        if not by_call:
+            time.sleep(timeout)
+            return
+        ready, _ = ray.wait(list(by_call), num_returns=1, timeout=timeout)
+        if ready:  # and whatever else is done by now
+            ready, _ = ray.wait(list(by_call), num_returns=len(by_call), timeout=0)
+        for call in ready:
+            h = by_call[call]
+            try:
+                shipment = ray.get(call)
+            except ray.exceptions.RayError as exc:
+                h.last_error = one_line(exc)
+                died = isinstance(exc, ray.exceptions.RayActorError)
+                print(f"worker {h.spec.rank}: {h.last_error}", flush=True)
+                self._restart(h, "died" if died else "failed")
+                continue
+            h.call = None
+            h.failures = 0
+            self.pending.append(shipment)
+
+    def _check_hung(self) -> None:
+        now = time.monotonic()
+        for h in self.handles:
+            if h.call is not None and now - h.issued > self.hp.worker_timeout:
+                h.last_error = f"no shipment within worker_timeout={self.hp.worker_timeout:g} s"
+                self._restart(h, f"made no shipment for {self.hp.worker_timeout:g} s (hung)")
+
+    def receive(self, timeout: float = 0.5):
+        """The next shipment, or None after waiting up to `timeout` s; dead and hung workers are restarted."""
+        if not self.pending:
+            self._collect(timeout)
+            self._check_hung()
+        if not self.pending:
+            return None
+        return self.pending.popleft()
+
+    def take_lost(self) -> list[int]:
+        """The workers restarted since the last call (their next data starts new episodes)."""
+        lost, self.lost = self.lost, []
+        return lost
+
+    def release(self, shipment) -> None:
+        """The shipment is consumed: async, its worker is sent off again with the newest weights; sync, it waits for
+        the next publish."""
+        h = self.handles[shipment.worker]
+        shipment.data = None
+        if h.call is None and not self.sync:
+            self._issue(h)
+
+    def actors(self) -> list:
+        """The live workers' actor handles, by rank (tests and diagnostics)."""
+        return [h.actor for h in self.handles]
+
+    def close(self) -> None:
+        """Kill every actor (no call is awaited) and disconnect this driver; a cluster it joined keeps running."""
+        if not self.handles and not self.connected:
+            return
+        import ray
+
+        if ray.is_initialized():
+            for h in self.handles:
+                try:
+                    ray.kill(h.actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+                h.call = None
+        self.handles = []
+        self.pending.clear()
+        if self.connected:
+            ray.shutdown()
+            self.connected = False

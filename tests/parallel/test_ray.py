@@ -1,0 +1,284 @@
+"""The Ray transport (rl/parallel/transports/ray.py) on a local two-node cluster (the `ray_cluster` fixture in
+conftest.py): the learner of rl/parallel/learner.py driven step by step with a real agent, its workers as Ray actors.
+
+Shipments of the right kind arrive from actors placed by their custom resource on the worker node; synchronous
+collection has policy lag 0; a killed actor, or one whose call is older than worker_timeout, is replaced and training
+goes on; a worker that cannot start ends the run with its error in one line; close() leaves no actor alive. No
+assertion depends on how fast anything runs: the deadlines only keep a broken run from hanging the suite.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hparams  # noqa: F401 - registers the sets
+from rl.errors import ConfigError
+from rl.parallel.transports.ray import parse_resources
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def make_learner(name: str, address: str, **settings):
+    """rl.parallel.learner.Learner of set `name` with 2 workers as Ray actors (as rl/run.py builds it)."""
+    from rl.envs import make_env
+    from rl.envs.episode_stats import EpisodeStats
+    from rl.parallel.learner import Learner, learner_hparams
+    from rl.registry import agents
+    from rl.registry import hparams as sets
+
+    hp = sets[name]()
+    hp.num_workers, hp.ray_address, hp.seed = 2, address, 0
+    for k, v in settings.items():
+        setattr(hp, k, v)
+    env = make_env(hp, num_envs=1, vector_mode="sync")
+    spaces = env.single_observation_space, env.single_action_space
+    env.close()
+    lhp = learner_hparams(hp)
+    agent = agents[hp.agent](lhp, *spaces, lhp.num_envs, seed=0)
+    return Learner(hp, spaces, agent, EpisodeStats(1), seed=0, transport="ray")
+
+
+class Recorder:
+    """Wraps a transport's receive: every shipment's (kind, worker, version) as it arrives."""
+
+    def __init__(self, transport):
+        self.seen: list[tuple[str, int, int]] = []
+        self.receive = transport.receive
+        transport.receive = self
+
+    def __call__(self, timeout: float = 0.5):
+        shipment = self.receive(timeout)
+        if shipment is not None:
+            self.seen.append((shipment.kind, shipment.worker, shipment.version))
+        return shipment
+
+
+def run_until(learner, condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout:g} s (clock: {learner.clock})"
+        learner.step()
+
+
+def node_of(actor) -> str:
+    import ray
+
+    return ray.get(actor.node.remote(), timeout=60)
+
+
+def alive_worker_actors_connected() -> list[str]:
+    """Ids of the WorkerActor actors the cluster holds ALIVE (read from the GCS)."""
+    import ray._private.state
+
+    return [a for a, info in ray._private.state.actors().items()
+            if info.get("State") == "ALIVE" and "WorkerActor" in str(info.get("ActorClassName", ""))]
+
+
+def alive_worker_actors(address: str, settle: float = 30) -> list[str]:
+    """The same through a connection of our own, once none is left alive or after `settle` s (ray.kill is
+    asynchronous)."""
+    import ray
+
+    ray.init(address=address, logging_level="warning")
+    try:
+        deadline = time.monotonic() + settle
+        while (alive := alive_worker_actors_connected()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return alive
+    finally:
+        ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------------- settings
+def test_worker_resources_parse_and_reject_bad_strings():
+    assert parse_resources("") == {}
+    assert parse_resources("cpu_node:1") == {"cpu_node": 1.0}
+    assert parse_resources(" cpu_node:1 ; accelerator_type:A100:0.5 ;") == {"cpu_node": 1.0,
+                                                                             "accelerator_type:A100": 0.5}
+    for bad in ("cpu_node", "cpu_node:", ":1", "cpu_node:x", "cpu_node:0", "a:1;a:2", "cpu_node=1"):
+        with pytest.raises(ConfigError) as err:
+            parse_resources(bad)
+        assert "\n" not in str(err.value) and "NAME:AMOUNT" in str(err.value)
+
+
+@pytest.mark.ray
+def test_an_unreachable_cluster_is_one_config_error_line():
+    pytest.importorskip("ray", reason="Ray is not installed (bash setup.sh --ray)")
+    import socket
+
+    from rl.parallel.transports.ray import RayTransport
+    from rl.registry import hparams as sets
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hp = sets["dqn_cartpole"]()
+    hp.ray_address = f"127.0.0.1:{port}"
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        RayTransport(hp).start([], None, {}, 0, False)
+    message = str(err.value)
+    assert "\n" not in message and f"cannot reach the Ray cluster at 127.0.0.1:{port}" in message
+    assert "ray start --head" in message and "--ray_address" in message
+    assert time.monotonic() - t0 < 30
+
+
+# ---------------------------------------------------------------------------------------------------- on a cluster
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sync_rollouts_from_the_worker_node_have_policy_lag_zero(ray_cluster):
+    learner = make_learner("ppo_cartpole", ray_cluster.address, col_communication="sync",
+                           ray_worker_resources="cpu_node:1")
+    try:
+        seen = Recorder(learner.transport)
+        assert {node_of(a) for a in learner.transport.actors()} == {ray_cluster.worker_node}
+        run_until(learner, lambda: learner.agent.updates >= 3, "3 updates")
+        assert {k for k, _, _ in seen.seen} == {"rollout"}
+        assert {w for _, w, _ in seen.seen} == {0, 1}
+        assert list(learner.lags) and set(learner.lags) == {0}, list(learner.lags)
+        # each round acted with the weights of the previous round's update: versions 0, 1, 2, ...
+        assert [v for _, _, v in seen.seen[:6]] == [0, 0, 1, 1, 2, 2]
+        assert learner.agent.env_steps >= 3 * 2 * 8 * 32
+        assert learner.transport.restarts == 0
+    finally:
+        learner.close()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_killed_actor_is_replaced_and_apex_training_goes_on(ray_cluster):
+    import ray
+
+    learner = make_learner("dqn_cartpole", ray_cluster.address, col_communication="async",
+                           ray_worker_resources="cpu_node:1", learning_starts=200)
+    transport = learner.transport
+    try:
+        seen = Recorder(transport)
+        run_until(learner, lambda: len(seen.seen) >= 4, "4 shipments")
+        assert {k for k, _, _ in seen.seen} == {"rows"}
+        victim = transport.actors()[0]
+        ray.kill(victim, no_restart=True)
+        run_until(learner, lambda: transport.restarts >= 1, "a restart")
+        assert learner.clock["scheme/restarts"] == 1
+        assert transport.actors()[0] is not victim
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(victim.node.remote(), timeout=30)
+        assert node_of(transport.actors()[0]) == ray_cluster.worker_node
+        before, steps = len(seen.seen), learner.agent.env_steps
+        run_until(learner, lambda: [w for _, w, _ in seen.seen[before:]].count(0) >= 2,
+                  "shipments of the restarted worker")
+        assert learner.agent.env_steps > steps and learner.agent.updates > 0
+        assert transport.restarts == 1 and transport.handles[0].failures == 0
+    finally:
+        learner.close()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_call_older_than_worker_timeout_is_hung_its_actor_replaced(ray_cluster):
+    import ray
+
+    learner = make_learner("dqn_cartpole", ray_cluster.address, worker_timeout=60.0)
+    transport = learner.transport
+    try:
+        run_until(learner, lambda: learner.agent.env_steps > 0, "a shipment")
+        h = transport.handles[1]
+        victim = h.actor
+        if h.call is None:  # sent off again at its release: always, in async mode
+            transport._issue(h)
+        h.issued -= 1000.0  # as if issued long ago
+        learner.step()
+        assert transport.restarts == 1 and h.restarts == 1 and h.actor is not victim
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(victim.node.remote(), timeout=30)
+        run_until(learner, lambda: h.failures == 0 and transport.handles[1].call is not None
+                  and learner.clock["scheme/restarts"] == 1, "the replacement's first shipment")
+    finally:
+        learner.close()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_worker_that_cannot_start_ends_the_run_in_one_line(ray_cluster):
+    from rl.parallel.spec import WorkerSpec
+    from rl.parallel.transports.ray import RayTransport
+    from rl.registry import hparams as sets
+
+    hp = sets["dqn_cartpole"]()
+    hp.ray_address, hp.env = ray_cluster.address, "NoSuchEnvAnywhere-v0"
+    transport = RayTransport(hp)
+    try:
+        transport.start([WorkerSpec("rows", hp, 0, 1000, "ray")], lambda spec: None, {}, 0, False)
+        deadline = time.monotonic() + 180
+        with pytest.raises(ConfigError) as err:
+            while time.monotonic() < deadline:
+                transport.receive(0.5)
+        message = str(err.value)
+        assert "\n" not in message and message.startswith("collection worker 0 failed 3 times in a row: ")
+        assert "NoSuchEnvAnywhere" in message, message
+        assert transport.restarts == 2
+    finally:
+        transport.close()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_close_leaves_no_actor_alive_and_the_cluster_running(ray_cluster):
+    import ray
+
+    learner = make_learner("ppo_cartpole", "auto")  # the fixture's head wrote its address where "auto" looks
+    ids = [a._actor_id.hex() for a in learner.transport.actors()]
+    seen = Recorder(learner.transport)
+    run_until(learner, lambda: {w for _, w, _ in seen.seen} == {0, 1}, "a shipment of each worker")
+    assert set(ids) <= set(alive_worker_actors_connected())
+    learner.close()
+    assert not ray.is_initialized()  # the driver disconnected
+    alive = alive_worker_actors(ray_cluster.address)  # the cluster still answers
+    assert not set(ids) & set(alive) and not alive, alive
+
+
+# ---------------------------------------------------------------------------------------------------- end to end
+def train_py_knows_ray() -> bool:
+    out = subprocess.run([sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    return "--ray_address" in out.stdout
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ppo_cartpole", "dqn_cartpole"])
+def test_train_py_with_ray_address_runs_on_the_cluster(ray_cluster, tmp_path, name):
+    if not train_py_knows_ray():
+        pytest.skip("train.py has no --ray_address yet")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "train.py", "--hparams", name, "--num_workers", "2", "--ray_address",
+                           ray_cluster.address, "--train_steps", "2000", "--eval_episodes", "2", "--output_dir",
+                           str(out), "--hparam_override", "ray_worker_resources=cpu_node:1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (out / "progress.csv").exists()
+    assert not alive_worker_actors(ray_cluster.address)
+
+
+@pytest.mark.ray
+def test_train_py_with_an_unreachable_ray_address_says_so_in_one_line(tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (bash setup.sh --ray)")
+    if not train_py_knows_ray():
+        pytest.skip("train.py has no --ray_address yet")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "train.py", "--hparams", "dqn_cartpole", "--num_workers", "2",
+                           "--ray_address", f"127.0.0.1:{port}", "--train_steps", "100", "--output_dir",
+                           str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "cannot reach the Ray cluster" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
