@@ -131,7 +131,6 @@ def test_an_unreachable_cluster_is_one_config_error_line():
 
 # ---------------------------------------------------------------------------------------------------- on a cluster
 @pytest.mark.ray
-@pytest.mark.slow
 def test_sync_rollouts_from_the_worker_node_have_policy_lag_zero(ray_cluster):
     learner = make_learner("ppo_cartpole", ray_cluster.address, col_communication="sync",
                            ray_worker_resources="cpu_node:1")
@@ -151,7 +150,6 @@ def test_sync_rollouts_from_the_worker_node_have_policy_lag_zero(ray_cluster):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_a_killed_actor_is_replaced_and_apex_training_goes_on(ray_cluster):
     import ray
 
@@ -173,14 +171,14 @@ def test_a_killed_actor_is_replaced_and_apex_training_goes_on(ray_cluster):
         before, steps = len(seen.seen), learner.agent.env_steps
         run_until(learner, lambda: [w for _, w, _ in seen.seen[before:]].count(0) >= 2,
                   "shipments of the restarted worker")
-        assert learner.agent.env_steps > steps and learner.agent.updates > 0
+        assert learner.agent.env_steps > steps
+        run_until(learner, lambda: learner.agent.updates > 0, "an update after the restart")
         assert transport.restarts == 1 and transport.handles[0].failures == 0
     finally:
         learner.close()
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_a_call_older_than_worker_timeout_is_hung_its_actor_replaced(ray_cluster):
     import ray
 
@@ -204,7 +202,6 @@ def test_a_call_older_than_worker_timeout_is_hung_its_actor_replaced(ray_cluster
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_a_worker_that_cannot_start_ends_the_run_in_one_line(ray_cluster):
     from rl.parallel.spec import WorkerSpec
     from rl.parallel.transports.ray import RayTransport
@@ -228,7 +225,6 @@ def test_a_worker_that_cannot_start_ends_the_run_in_one_line(ray_cluster):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_close_leaves_no_actor_alive_and_the_cluster_running(ray_cluster):
     import ray
 
@@ -251,7 +247,6 @@ def train_py_knows_ray() -> bool:
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ppo_cartpole", "dqn_cartpole"])
 def test_train_py_with_ray_address_runs_on_the_cluster(ray_cluster, tmp_path, name):
     if not train_py_knows_ray():

@@ -8,10 +8,11 @@ be chosen by custom resources.
 
 Weights go out with one `ray.put` per publish; each call `actor.fill.remote(...)` loads the newest published weights
 (if it does not hold them yet), fills the actor's own buffer and returns the Shipment with the buffer in it, shipped by
-value through the object store. The learner keeps one call in flight per worker: asynchronous collection issues a
-worker's next call as soon as its shipment is released (with the newest weights); synchronous collection
-(`sync=True`) marks it idle until the next publish, so every worker acts with the weights that learned from its last
-data (policy lag 0).
+value through the object store. The learner keeps one call in flight per worker. A released worker is idle until the
+next publish, which sends it off with the new weights (the learner publishes right after learning from a shipment:
+the worker acts with the weights that learned from its data); asynchronous collection sends it off at the next
+`receive` if nothing was published meanwhile, synchronous collection (`sync=True`) only at the publish that follows
+one shipment of every worker (policy lag 0).
 
 Ray's own actor restarts are off (`max_restarts=0`): a worker whose actor died, whose call raised, or whose call has
 been in flight for more than `worker_timeout` seconds is killed and replaced here by a fresh actor (with a seed of its
@@ -213,12 +214,14 @@ class RayTransport:
         self.publishes += 1
 
     def publish(self, acting_state: dict, version: int) -> None:
-        """One ray.put of the new weights; in sync mode the idle workers are sent off with them."""
+        """One ray.put of the new weights; the idle workers are sent off with them."""
         self._put(acting_state, version)
-        if self.sync:
-            for h in self.handles:
-                if h.call is None:
-                    self._issue(h)
+        self._issue_idle()
+
+    def _issue_idle(self) -> None:
+        for h in self.handles:
+            if h.call is None:
+                self._issue(h)
 
     def _issue(self, h: Handle) -> None:
         h.call = h.actor.fill.remote(self.publishes, self.version, [self.weights])
@@ -286,6 +289,8 @@ class RayTransport:
 
     def receive(self, timeout: float = 0.5):
         """The next shipment, or None after waiting up to `timeout` s; dead and hung workers are restarted."""
+        if not self.sync:  # released, and no publish since: they act on with the weights they have
+            self._issue_idle()
         if not self.pending:
             self._collect(timeout)
             self._check_hung()
@@ -299,12 +304,10 @@ class RayTransport:
         return lost
 
     def release(self, shipment) -> None:
-        """The shipment is consumed: async, its worker is sent off again with the newest weights; sync, it waits for
-        the next publish."""
-        h = self.handles[shipment.worker]
+        """The shipment is consumed: its worker is idle until the next publish sends it off with the new weights
+        (sync: that publish is the learner's, after one shipment of every worker); async, the next `receive` sends it
+        off anyway, with the weights it has, if the learner published nothing meanwhile."""
         shipment.data = None
-        if h.call is None and not self.sync:
-            self._issue(h)
 
     def actors(self) -> list:
         """The live workers' actor handles, by rank (tests and diagnostics)."""
