@@ -25,7 +25,7 @@ class RunningMeanStd:
 
     def update(self, x: np.ndarray) -> None:
         batch_mean, batch_var, n = x.mean(0), x.var(0), x.shape[0]
-        self.merge(batch_mean, batch_var, n)
+        self.mean, self.var, self.count = _chan(self.mean, self.var, self.count, batch_mean, batch_var, n)
         if self.fresh is None:
             self.fresh = {"mean": np.asarray(batch_mean, np.float64), "var": np.asarray(batch_var, np.float64),
                           "count": float(n)}

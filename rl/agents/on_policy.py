@@ -212,11 +212,10 @@ class OnPolicyAgent(Agent):
         are synchronous gradient workers, so that a group step is one step on the union batch."""
         if not self.hp.normalize_advantage or adv.numel() < 2:
             return adv
-        n = adv.numel()
-        moments = torch.stack([adv.mean(), adv.square().mean()]).float()
-        if self.collective is not None:
-            moments = self.collective.mean(moments)
-            n *= self.collective.world
+        if self.collective is None:
+            return (adv - adv.mean()) / (adv.std() + 1e-8)
+        n = adv.numel() * self.collective.world
+        moments = self.collective.mean(torch.stack([adv.mean(), adv.square().mean()]).float())
         mean, var = moments[0], (moments[1] - moments[0].square()).clamp(min=0) * n / (n - 1)
         return (adv - mean) / (var.sqrt() + 1e-8)
 

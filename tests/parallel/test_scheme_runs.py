@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from rl.checkpoint import list_checkpoints
 
@@ -194,6 +195,8 @@ FAMILIES = {  # name: (hparams set, env steps, overrides)
     "dqn_async": ("dqn_cartpole", 3000, DQN_FAST),
     "dqn_prioritized_sync": ("dqn_cartpole", 3000, DQN_FAST + ",memory=prioritized,col_communication=sync"),
     "sac_pendulum": ("sac_pendulum", 1500, "learning_starts=500,train_freq=4,log_interval=256"),
+    "impala_vtrace": ("impala_cartpole", 4096, "log_interval=512"),  # the Scheme with V-trace (async, rescored)
+    "max_policy_lag": ("ppo_cartpole", 4096, "log_interval=512,max_policy_lag=1,num_steps=16"),
 }
 
 
@@ -218,6 +221,33 @@ def test_two_workers_train_every_family(tmp_path, train_cli, name):
         assert set(lags) == {0.0}  # every shipment acted with the newest weights
     if name == "ppo_async":
         assert max(lags) > 0  # the workers act on while the learner learns: some rollouts come from older weights
+    if name == "max_policy_lag":
+        assert max(lags) <= 2  # the mean of kept and dropped shipments' lags: a lag over 1 is dropped, not learned
+
+
+# ---------------------------------------------------------------------------------------------------- gradient workers
+GRADIENT_WORKERS = {  # name: (hparams set, env steps, overrides)
+    "dppo": ("ppo_cartpole", 2048, "num_grad_workers=2,grad_communication=sync,log_interval=512,target_kl=0.02"),
+    "rapid": ("ppo_cartpole", 2048, "num_grad_workers=2,grad_communication=sync,num_workers=1,log_interval=512"),
+    "a3c": ("a3c_cartpole", 2000, "log_interval=500"),
+    "async_rapid": ("a3c_cartpole", 2000, "num_workers=1,log_interval=500"),
+}
+
+
+@pytest.mark.parametrize("name", GRADIENT_WORKERS)
+def test_gradient_worker_architectures_train_end_to_end(tmp_path, train_cli, name):
+    """DPPO and RAPID (sync gradient workers, the second with collection workers), A3C and async RAPID (async
+    gradient workers, the second fed by collection workers of its own): short runs through train.py."""
+    hparams, steps, override = GRADIENT_WORKERS[name]
+    out = tmp_path / "run"
+    res = train_cli("--hparams", hparams, "--output_dir", str(out), "--train_steps", str(steps),
+                    "--eval_episodes", "2", "--hparam_override", override, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and "; restarted (" not in res.stdout
+    ev = json.loads((out / "eval.json").read_text())
+    assert ev["env_steps"] >= steps
+    state = torch.load(sorted((out / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)
+    assert state["agent"]["counters"]["grad_steps"] > 0 and state["agent"]["counters"]["updates"] > 0
 
 
 # ---------------------------------------------------------------------------------------------------- failures
