@@ -2,12 +2,24 @@
 
 - `impala`: seed B's V-trace actor-critic (its README's command: `--batch_size=10 --r_f_steps=10 --worker_count=2
   --envs_per_worker=2`), with IMPALA's optimisation (REFERENCE 5.1 and 6.4: RMSprop lr 4.8e-4, epsilon 0.01, gradient
-  norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error). Seed B also mixes a replay (queue + 1000) into
-  its batches; that, and its elite replay, are not part of this set.
+  norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error). B's epsilon and clip are for its loss SUMMED over
+  the k = r_f_steps x batch_size = 10 x 10 = 100 elements of a batch, stepped by torch.optim.RMSprop (alpha 0.99, not
+  centered), whose epsilon sits outside the square root: p -= lr g / (sqrt(v) + eps). Our `vtrace` loss is the MEAN
+  over the same elements, B's loss / k, so its gradient is g / k, v becomes v / k^2 and sqrt(v) becomes sqrt(v) / k;
+  the step lr (g / k) / (sqrt(v) / k + eps') equals B's lr g / (sqrt(v) + eps) exactly when eps' = eps / k, and a
+  global-norm clip commutes with the scale (clip(g / k, c / k) = clip(g, c) / k), so c' = c / k. Hence epsilon
+  0.01 / 100 = 1e-4 and clip 40 / 100 = 0.4; the learning rate needs no change (RMSprop divides the scale out), and
+  centering would not change the rule (v - m^2 scales by 1 / k^2 too). With TF's convention (epsilon inside the
+  root) the rescale would be eps / k^2 instead. Seed B also mixes a replay (queue + 1000) into its batches; that, and
+  its elite replay and CLEAR cloning losses, are not part of this set.
 - `impala_pong`, `impala_cartpole`: the same on Pong and on CartPole.
 - `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, batch 1024, 4 epochs, clip 0.1, Adam 3.03e-4
-  decayed linearly, eps 1e-5, value 0.5, entropy 4.68e-4, GAE 0.95, normalised returns, V-trace rho = c = 1, no
-  gradient clipping).
+  decayed linearly, eps 1e-5, value 0.5, entropy 4.68e-4, GAE 0.95, V-trace rho = c = 1, no gradient clipping).
+  Seed C's config also asks for normalize_returns, which Sample Factory refuses with V-trace ("Normalized returns are
+  not supported with vtrace!", cfg verification) and which the agent refuses too: standardised (zero-mean) V-trace
+  targets, unpredictable early on, teach the shared torso to output a constant by shrinking its features (mean
+  feature norm 5.7 -> 0.8 in 30 updates on Pong), and the policy head that reads them stays uniform (entropy 1.789 of
+  1.792 at 1M steps). Pong's rewards are clipped to +-1: the returns need no rescaling.
 - `a3c_cartpole`: ChainerRL's A3C (Mnih et al. 2016): 200-200 MLP, t_max 5, RMSprop, 2 asynchronous gradient workers.
 - `apex_dqn_cartpole`: Ape-X (Horgan et al. 2018): `dqn_cartpole` fed by 2 asynchronous collection workers into a
   prioritized memory with 3-step returns.
@@ -28,8 +40,12 @@ def impala() -> HParams:
     hp.num_workers, hp.num_envs = 2, 2
     hp.num_steps, hp.batch_rollouts = 10, 10  # r_f_steps, batch_size
     hp.epochs, hp.batch_size, hp.normalize_advantage = 1, 0, False
-    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.01, 0.99
-    hp.max_grad_norm = 40.0
+    # B sums its loss over the k = r_f_steps x batch_size = 100 elements of a batch; our `vtrace` loss is their mean,
+    # B's loss / k: gradients and RMSprop's sqrt(v) are k times smaller, so torch's eps (outside the sqrt) and the
+    # global-norm clip are divided by k for the same steps (tests/grad_comp/test_impala_optimizer_scale.py)
+    k = hp.num_steps * hp.batch_rollouts
+    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.01 / k, 0.99  # B: eps 0.01
+    hp.max_grad_norm = 40.0 / k  # B: clip 40
     hp.ent_coef = 0.01
     hp.vf_coef = 0.25  # B: 0.5 x 1/2 (v - V)^2; our value loss is the unhalved squared error
     hp.gamma = 0.99
@@ -80,7 +96,7 @@ def appo_atari() -> HParams:
     hp.gamma, hp.gae_lambda = 0.99, 0.95
     hp.max_grad_norm = 0.0
     hp.vtrace, hp.vtrace_rho, hp.vtrace_c = True, 1.0, 1.0
-    hp.normalize_returns = True
+    hp.normalize_returns = False  # seed C's True is refused with V-trace by Sample Factory and by the agent (above)
     hp.shared_torso = True
     hp.activation = "relu"
     hp.precision = "bf16"

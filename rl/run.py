@@ -137,12 +137,12 @@ def prepare(hp, output_dir: Path, rank: int = 0):
     return env, agent, stats
 
 
-def follow(hp, output_dir: Path, rank: int, port: int) -> None:
+def follow(hp, output_dir: Path, rank: int, address) -> None:
     """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints."""
     from rl.parallel.collective import GradientGroup, GroupTrainer
 
     env, agent, stats = prepare(hp, output_dir, rank)
-    group = GradientGroup(rank, hp.num_grad_workers, port, hp.device)
+    group = GradientGroup(rank, hp.num_grad_workers, address, hp.device)
     group.join(agent)
     trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank), agent,
                            group, hp.train_steps)

@@ -62,8 +62,8 @@ class FlatAdam:
         if kind == "rmsprop":  # torch's RMSprop on the flat buffer (IMPALA's optimizer)
             self.param.grad = self.grad
             self.rmsprop = torch.optim.RMSprop([self.param], lr=lr, alpha=rmsprop_alpha, eps=eps)
-        # gradient workers (rl/parallel/collective.py: agent.join_collective) set this to average the gradient across processes; it runs
-        # once per backward pass, before clipping
+        # synchronous gradient workers (Agent.join_collective) set this to average the gradient across processes;
+        # it runs once per backward pass, before clipping
         self.reduce_grad = None
         self._reduced = False
 

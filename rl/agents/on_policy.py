@@ -52,6 +52,13 @@ class OnPolicyAgent(Agent):
         self.loss_fn = grad_comp[hp.grad_comp]
         # V-trace targets instead of GAE: asked for (APPO), or wanted by the loss (IMPALA's `vtrace`)
         self.vtrace = hp.vtrace or getattr(self.loss_fn, "targets", None) is vtrace_targets
+        if self.vtrace and hp.normalize_returns:
+            # as Sample Factory's cfg check. The units are right (targets in returns, the loss in standardised ones),
+            # but the value loss then regresses zero-mean, unit-variance V-trace (lambda = 1) returns that nothing
+            # predicts early on; its cheapest fit, a constant, shrinks a shared torso's features until the policy
+            # can no longer move (appo_atari on Pong: entropy 1.789 of 1.792 after 1M steps)
+            raise ConfigError("normalize_returns is not supported with V-trace (vtrace=True or grad_comp=vtrace); "
+                              "use normalize_reward to rescale large returns")
         self.recurrent = self.model.hidden_shape is not None
         self.memory = memory[hp.memory].build(hp, obs_space, action_space, num_envs, self.model.hidden_shape)
         self.obs_norm = ObsNormalizer(obs_space.shape, hp.clip_obs) if hp.normalize_obs else None

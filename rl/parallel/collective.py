@@ -28,20 +28,22 @@ from rl.agents.base import resolve_device
 from rl.errors import ConfigError
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
 class GradientGroup:
     """This process's place in the group: the all-reduce hook, the agreed stop, the group's step count."""
 
-    def __init__(self, rank: int, world: int, port: int, device: str):
+    def __init__(self, rank: int, world: int, address, device: str):
+        """`address`: a port on this machine, or a torch.distributed init method (tcp://HOST:PORT of rank 0)."""
         backend = "nccl" if resolve_device(device).startswith("cuda") else "gloo"
         if backend == "nccl":  # one GPU a process where there are several ("cuda" then means this one)
             torch.cuda.set_device(rank % torch.cuda.device_count())
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        init = address if isinstance(address, str) else f"tcp://127.0.0.1:{address}"
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(hours=6))  # rank 0 evaluates while the others wait
         self.rank, self.world = rank, world
         self.flags = torch.zeros(2)  # [stop asked, train_steps reached], summed across the group
@@ -67,10 +69,13 @@ class GradientGroup:
         return out / self.world
 
     def join(self, agent) -> None:
-        """Every process starts from rank 0's networks, and averages its gradients from now on."""
-        for module in agent.networks().values():
-            for t in module.state_dict().values():
-                dist.broadcast(t, 0)
+        """Every process starts from rank 0's agent (weights, optimizer moments, counters, statistics: a resumed
+        group stays one, and a rank on another machine needs no checkpoint), and averages its gradients from now
+        on."""
+        state = [agent.state_dict(include_memory=False) if self.rank == 0 else None]
+        dist.broadcast_object_list(state, src=0)
+        if self.rank:
+            agent.load_state_dict(state[0])
         agent.join_collective(self)
 
     def close(self) -> None:
@@ -103,11 +108,17 @@ class GroupTrainer:
 
 
 def launch(hp, follow) -> tuple[GradientGroup, list]:
-    """Fork ranks 1..M-1 (each runs `follow(rank, port)` and exits), then join the group as rank 0."""
+    """Start ranks 1..M-1 (each runs `follow(rank, address)` and exits): forked processes, or Ray actors with
+    `ray_address`; then join the group as rank 0."""
     import multiprocessing as mp
 
     if hp.grad_communication != "sync":
         raise ConfigError(f"unknown grad_communication {hp.grad_communication!r}: valid: sync, async")
+    if hp.ray_address:
+        from rl.parallel.transports.ray import launch_ranks
+
+        address, children = launch_ranks(hp, follow, free_port())
+        return GradientGroup(0, hp.num_grad_workers, address, hp.device), children
     port = free_port()
     context = mp.get_context("fork")
     children = []

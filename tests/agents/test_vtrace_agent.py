@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
+from rl.errors import ConfigError
 from rl.grad_comp.vtrace import vtrace_targets
 
 
@@ -57,3 +59,18 @@ def test_update_learns_from_vtrace_targets(filled_rollout):
     before = agent.optimizer.param.clone()
     info = agent.update()
     assert "losses/value_loss" in info and not torch.equal(before, agent.optimizer.param)
+
+
+@pytest.mark.parametrize("overrides", ["grad_comp=vtrace,normalize_returns=true",
+                                       "grad_comp=a2c,vtrace=true,normalize_returns=true"])
+def test_normalize_returns_is_refused_with_vtrace(filled_rollout, overrides):
+    """As Sample Factory: standardised V-trace targets collapse a shared torso (hparams/scheme.py, appo_atari)."""
+    with pytest.raises(ConfigError, match="normalize_returns"):
+        filled_rollout("a2c_cartpole", overrides)
+
+
+def test_appo_atari_builds_without_normalize_returns():
+    import hparams  # noqa: F401
+    from rl.registry import hparams as sets
+    hp = sets["appo_atari"]()
+    assert hp.vtrace and not hp.normalize_returns

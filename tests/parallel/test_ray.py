@@ -9,6 +9,8 @@ assertion depends on how fast anything runs: the deadlines only keep a broken ru
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import time
@@ -73,11 +75,12 @@ def node_of(actor) -> str:
 
 
 def alive_worker_actors_connected() -> list[str]:
-    """Ids of the WorkerActor actors the cluster holds ALIVE (read from the GCS)."""
+    """Ids of the rl actors (collection and gradient workers) the cluster holds ALIVE (read from the GCS)."""
     import ray._private.state
 
     return [a for a, info in ray._private.state.actors().items()
-            if info.get("State") == "ALIVE" and "WorkerActor" in str(info.get("ActorClassName", ""))]
+            if info.get("State") == "ALIVE" and str(info.get("ActorClassName", "")).endswith(("WorkerActor",
+                                                                                               "RankActor"))]
 
 
 def alive_worker_actors(address: str, settle: float = 30) -> list[str]:
@@ -246,18 +249,55 @@ def train_py_knows_ray() -> bool:
     return "--ray_address" in out.stdout
 
 
+RAY_RUNS = {  # name: (set, num_workers, steps, overrides): 2 collection workers for an on-policy, a replay and an
+    # Atari set; DPPO's second rank as a Ray actor in a torch.distributed group with this process (the cluster's
+    # 3 CPUs hold one rank actor, or 2 workers, at a time)
+    "ppo_cartpole": ("ppo_cartpole", 2, 2000, ""),
+    "dqn_cartpole": ("dqn_cartpole", 2, 2000, ""),
+    "ppo_atari": ("ppo_atari", 2, 512, ",worker_envs=2,num_steps=32,batch_size=64,epochs=1"),
+    "dppo_cartpole": ("ppo_cartpole", 0, 1024, ",num_grad_workers=2,grad_communication=sync,target_kl=0.02"),
+}
+
+
 @pytest.mark.ray
-@pytest.mark.parametrize("name", ["ppo_cartpole", "dqn_cartpole"])
+@pytest.mark.parametrize("name", RAY_RUNS)
 def test_train_py_with_ray_address_runs_on_the_cluster(ray_cluster, tmp_path, name):
     if not train_py_knows_ray():
         pytest.skip("train.py has no --ray_address yet")
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "train.py", "--hparams", name, "--num_workers", "2", "--ray_address",
-                           ray_cluster.address, "--train_steps", "2000", "--eval_episodes", "2", "--output_dir",
-                           str(out), "--hparam_override", "ray_worker_resources=cpu_node:1"],
+    hparams_set, workers, steps, extra = RAY_RUNS[name]
+    proc = subprocess.run([sys.executable, "train.py", "--hparams", hparams_set, "--num_workers", str(workers),
+                           "--ray_address", ray_cluster.address, "--train_steps", str(steps), "--eval_episodes", "1",
+                           "--output_dir", str(out), "--hparam_override", "ray_worker_resources=cpu_node:1" + extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (out / "progress.csv").exists()
+    assert json.loads((out / "eval.json").read_text())["env_steps"] >= steps
+    assert not alive_worker_actors(ray_cluster.address)
+
+
+@pytest.mark.ray
+def test_ctrl_c_on_ray_saves_exits_130_and_leaves_no_actor(ray_cluster, tmp_path):
+    if not train_py_knows_ray():
+        pytest.skip("train.py has no --ray_address yet")
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "train.py", "--hparams", "ppo_cartpole", "--num_workers", "2",
+                             "--ray_address", ray_cluster.address, "--train_steps", "10000000", "--output_dir",
+                             str(out), "--hparam_override", "ray_worker_resources=cpu_node:1,log_interval=256"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "progress.csv").exists() or len((out / "progress.csv").read_text().splitlines()) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not get going"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, text[-3000:]
+    assert "saved a checkpoint" in text
+    assert list((out / "checkpoints").glob("ckpt_*.pt"))
     assert not alive_worker_actors(ray_cluster.address)
 
 

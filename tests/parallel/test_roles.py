@@ -15,7 +15,6 @@ from rl.parallel.roles import make_worker
 from rl.parallel.spec import WorkerSpec
 from rl.registry import hparams as sets
 
-
 # gymnasium's own vector CartPole: next-step autoreset (CartPole-v1's id gets rl's same-step one)
 gym.register("NextStepCartPole-v1", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
              vector_entry_point="gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv", max_episode_steps=500)
@@ -36,7 +35,8 @@ def worker_for(name: str, role: str, overrides: str = ""):
 def test_rows_of_steps_skipped_by_next_step_autoreset_are_not_shipped():
     """Bug caught: a step where every env was resetting (no transition at all) keeps the previous shipment's rows
     in the buffer, and the learner stores them again."""
-    worker, rows = worker_for("dqn_cartpole", "rows", "env=NextStepCartPole-v1,num_envs=1,vector_mode=native,worker_steps=64")
+    worker, rows = worker_for("dqn_cartpole", "rows",
+                              "env=NextStepCartPole-v1,num_envs=1,vector_mode=native,worker_steps=64")
     rows.valid.fill_(True)  # what a previous shipment left
     shipment = worker.fill(rows, beat=lambda: None)
     assert len(shipment.episodes["returns"]) >= 1  # an episode ended: at least one step was a reset

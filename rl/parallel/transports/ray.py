@@ -331,3 +331,51 @@ class RayTransport:
         if self.connected:
             ray.shutdown()
             self.connected = False
+
+
+# ---------------------------------------------------------------------------------------------------- gradient ranks
+class RankActor:
+    """A synchronous gradient worker of rank > 0 inside a Ray actor: runs `follow(rank, address)` (rl/run.py), which
+    joins rank 0's torch.distributed group at `address` and trains until the group agrees to stop."""
+
+    def run(self, follow, rank: int, address: str) -> int:
+        follow(rank, address)
+        return rank
+
+
+class RankHandle:
+    """A rank's actor behind the calls rl.parallel.collective.reap makes of a process."""
+
+    def __init__(self, actor, ref):
+        self.actor, self.ref = actor, ref
+
+    def join(self, timeout: float | None = None) -> None:
+        import ray
+
+        ray.wait([self.ref], timeout=timeout)
+
+    def is_alive(self) -> bool:
+        import ray
+
+        return not ray.wait([self.ref], timeout=0)[0]
+
+    def kill(self) -> None:
+        import ray
+
+        ray.kill(self.actor)
+
+
+def launch_ranks(hp, follow, port: int) -> tuple[str, list[RankHandle]]:
+    """Start ranks 1..M-1 as Ray actors (the resources of a worker actor each); returns rank 0's init method
+    (tcp://this node's address:port, where this process's TCPStore listens) and their handles."""
+    import ray
+
+    transport = RayTransport(hp)
+    transport._connect()
+    address = f"tcp://{ray.util.get_node_ip_address()}:{port}"
+    actor_class = ray.remote(max_restarts=0, max_task_retries=0, **transport.options)(RankActor)
+    children = []
+    for rank in range(1, hp.num_grad_workers):
+        actor = actor_class.remote()
+        children.append(RankHandle(actor, actor.run.remote(follow, rank, address)))
+    return address, children

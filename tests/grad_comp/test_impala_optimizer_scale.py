@@ -1,0 +1,59 @@
+"""`impala`'s RMSprop epsilon and gradient clip are seed B's, rescaled for our mean loss.
+
+Seed B (agent/algorithms/v_trace.py, learner) sums its loss over the batch's k = batch_size x r_f_steps = 10 x 10
+elements and steps torch.optim.RMSprop(lr, eps=0.01) after clip_grad_norm_(40). Our `vtrace` loss is the mean over the
+same k elements, i.e. B's loss / k: the same optimizer trajectory needs eps / k and clip / k."""
+
+import torch
+import torch.nn.functional as F
+
+import hparams  # noqa: F401  (fills the hparams registry)
+from rl.agents.flat_adam import FlatAdam
+from rl.grad_comp.vtrace import vtrace
+from rl.memory.rollout import RolloutBatch
+from rl.registry import hparams as sets
+
+B_RMSPROP_EPS, B_CLIP, B_ENT, B_VALUE = 0.01, 40.0, 0.01, 0.5  # seed B's option_flags defaults
+
+
+def seed_b_loss(logits, values, actions, adv, vs):
+    """Seed B's v_trace() losses: sums over time and batch."""
+    log_pi = F.log_softmax(logits, -1)
+    policy = -(log_pi.gather(-1, actions[:, None]).squeeze(-1) * adv).sum()
+    value = B_VALUE * 0.5 * ((vs - values) ** 2).sum()
+    entropy = B_ENT * (log_pi.exp() * log_pi).sum()
+    return policy + value + entropy
+
+
+def test_a_mean_loss_step_with_the_set_settings_is_seed_b_summed_step():
+    hp = sets["impala"]()
+    k = hp.num_steps * hp.batch_rollouts  # r_f_steps x batch_size sequences: the elements B sums over
+    assert k == 100
+    torch.manual_seed(0)
+    obs, actions = torch.randn(k, 8), torch.randint(0, 6, (k,))
+    adv, vs = 3.0 * torch.randn(k), torch.randn(k)  # large enough that B's clip at 40 binds
+    net = torch.nn.Linear(8, 7)
+    ours, ref = torch.nn.Linear(8, 7), torch.nn.Linear(8, 7)
+    ours.load_state_dict(net.state_dict()), ref.load_state_dict(net.state_dict())
+    opt_ref = torch.optim.RMSprop(ref.parameters(), lr=hp.lr, alpha=0.99, eps=B_RMSPROP_EPS)
+    opt = FlatAdam(ours, hp.lr, hp.adam_eps, kind=hp.optimizer, rmsprop_alpha=hp.rmsprop_alpha)
+    clipped = 0
+    for _ in range(5):
+        out = ref(obs)
+        opt_ref.zero_grad()
+        seed_b_loss(out[:, :6], out[:, 6], actions, adv, vs).backward()
+        clipped += float(torch.nn.utils.clip_grad_norm_(ref.parameters(), B_CLIP)) > B_CLIP
+        opt_ref.step()
+
+        out = ours(obs)
+        dist = torch.distributions.Categorical(logits=out[:, :6])
+        batch = RolloutBatch(obs, actions, torch.zeros(k), torch.zeros(k), adv, vs)
+        loss, _ = vtrace(dist.log_prob(actions), dist.entropy(), out[:, 6], batch, ent_coef=hp.ent_coef,
+                         vf_coef=hp.vf_coef, diagnostics=False)
+        opt.zero_grad()
+        loss.backward()
+        opt.clip_grad_norm(hp.max_grad_norm)
+        opt.step()
+        for p, q in zip(ours.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert clipped  # the clip was exercised
