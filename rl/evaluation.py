@@ -73,7 +73,7 @@ def has_display() -> bool:
 def test(hp, output_dir: Path, render: bool = False, record_video: bool = False, checkpoint: str = "latest") -> dict:
     """Restore a checkpoint (`checkpoint`: "latest", "best" or a file path), play `hp.test_episodes` greedy
     episodes, write `eval.json`. The memory is not restored: evaluation does not use it."""
-    from rl.run import build_agent, configure_torch, seed_everything  # rl.run imports this module
+    from rl.trainer import build_agent, configure_torch, seed_everything
 
     state, path = load_checkpoint(output_dir, checkpoint)
     configure_torch(hp)

@@ -1,52 +1,35 @@
-"""Orchestration: settings, the trainer (one process or the Scheme's workers), the training loop's checkpoints,
-evaluations and logging, evaluation mode and independent copies. The stepping is the Collector's (rl/collector.py),
-the evaluation loops are rl/evaluation.py's, the checkpoint helpers rl/checkpoint.py's and settings resolution
-rl/hparams.py's; their names are re-exported here for scripts and tests.
+"""Orchestration: the training loop (its evaluations, checkpoints, logging and signals), and the CLI's entry (train,
+evaluate, copies). Building the run and picking its trainer is rl/trainer.py's, the evaluation loops are
+rl/evaluation.py's, the checkpoint helpers rl/checkpoint.py's and settings resolution rl/hparams.py's; their names are
+re-exported here for scripts and tests.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from rl.agents.base import resolve_device
-from rl.checkpoint import BestKeeper, load_newest, restore, restore_checked, save, snapshot  # noqa: F401
-from rl.collector import Collector, true_next_obs  # noqa: F401 - true_next_obs: re-exported for scripts
-from rl.envs import make_env
-from rl.envs.episode_stats import EpisodeStats
+from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot  # noqa: F401
+from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
+from rl.copies import run_copies
 from rl.errors import ConfigError
 from rl.evaluation import evaluate, has_display, record_videos, summarize, test  # noqa: F401
 from rl.hparams import FLAG_SETTINGS, resolve_hparams  # noqa: F401
-from rl.registry import agents
-from rl.threads import limit_threads
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def configure_torch(hp) -> None:
-    """Pick the device, the thread count (torch, BLAS, OpenCV: rl/threads.py) and flush denormal floats to zero.
-    Adam's moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU
-    arithmetic on denormals is tens of times slower: without flushing, the optimizer step dominates a small
-    network's update."""
-    hp.device = resolve_device(hp.device)
-    limit_threads(hp.torch_threads)
-    torch.set_flush_denormal(True)
-
-
-def build_agent(hp, env, seed: int):
-    """The agent named by `hp.agent`, sized from the env's spaces."""
-    return agents[hp.agent](hp, env.single_observation_space, env.single_action_space, env.num_envs, seed=seed)
+from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
+    SingleProcess,
+    build_agent,
+    configure_torch,
+    follow,
+    make_trainer,
+    prepare,
+    seed_everything,
+    uses_scheme,
+)
 
 
 class StopFlag:
@@ -70,88 +53,6 @@ class StopFlag:
     def __exit__(self, *exc):
         for sig, old in self._old.items():
             signal.signal(sig, old)
-
-
-class SingleProcess:
-    """`--num_workers 0`: this process collects (the Collector) and learns, one vector step at a time."""
-
-    def __init__(self, hp, env, agent, stats: EpisodeStats, seed: int):
-        self.hp, self.agent = hp, agent
-        self.collector = Collector(env, agent, seed, stats=stats)
-        self.stats = stats
-        self.clock = {**self.collector.clock, "perf/learn_s": 0.0}
-
-    def step(self) -> dict:
-        self.collector.step()
-        t0 = time.perf_counter()
-        diagnostics = self.agent.update()
-        self.clock.update(self.collector.clock)
-        self.clock["perf/learn_s"] += time.perf_counter() - t0
-        return diagnostics
-
-    def finished(self, signum: int) -> bool:
-        return bool(signum) or self.agent.env_steps >= self.hp.train_steps
-
-    def close(self) -> None:
-        self.collector.close()
-
-
-def uses_scheme(hp) -> bool:
-    """Collection workers, or async gradient workers (A3C): the learner is fed by worker processes."""
-    return hp.num_workers > 0 or (hp.num_grad_workers > 1 and hp.grad_communication == "async")
-
-
-def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
-    """One process, or the Scheme's learner fed by workers: forked processes on this machine, or Ray actors with
-    `ray_address` (rl/parallel is imported only when asked for, Ray only with an address)."""
-    if not uses_scheme(hp):
-        return SingleProcess(hp, env, agent, stats, seed)
-    from rl.parallel.learner import Learner
-
-    spaces = env.single_observation_space, env.single_action_space
-    env.close()  # the learner needs only the spaces: workers step envs of their own
-    return Learner(hp, spaces, agent, stats, seed, transport="ray" if hp.ray_address else "shm")
-
-
-def prepare(hp, output_dir: Path, rank: int = 0):
-    """The env, the agent (restored from the newest checkpoint in `output_dir`, if any) and its statistics."""
-    configure_torch(hp)
-    seed_everything(hp.seed)
-    if uses_scheme(hp):  # workers step the envs; this process learns
-        from rl.parallel.learner import learner_hparams
-
-        env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
-        learner_hp = learner_hparams(hp)
-        agent = agents[hp.agent](learner_hp, env.single_observation_space, env.single_action_space,
-                                 learner_hp.num_envs, seed=hp.seed + 7919 * rank)
-    else:
-        env = make_env(hp)
-        agent = build_agent(hp, env, hp.seed + 7919 * rank)
-    stats = EpisodeStats(env.num_envs)
-    found = load_newest(output_dir)
-    if found is not None:
-        restore_checked(agent, found[0], found[1], stats)
-        del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
-        if rank == 0:
-            print(f"resuming from step {agent.env_steps}", flush=True)
-    return env, agent, stats
-
-
-def follow(hp, output_dir: Path, rank: int, address) -> None:
-    """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints."""
-    from rl.parallel.collective import GradientGroup, GroupTrainer
-
-    env, agent, stats = prepare(hp, output_dir, rank)
-    group = GradientGroup(rank, hp.num_grad_workers, address, hp.device)
-    group.join(agent)
-    trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank), agent,
-                           group, hp.train_steps)
-    try:
-        while not trainer.finished(0):
-            trainer.step()
-    finally:
-        trainer.close()
-        group.close()
 
 
 def train(hp, output_dir: Path, quiet: bool = False) -> dict:
@@ -255,33 +156,6 @@ def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False) -
                           f"train first with the same --output_dir")
     return test(hp, output_dir, render=args.render, record_video=args.record_video,
                 checkpoint=getattr(args, "checkpoint", "latest"))
-
-
-def _copy_worker(args, index: int) -> dict:
-    out = Path(args.output_dir) / f"copy_{index}"
-    return {"copy": index, **run_one(args, out, seed_offset=index, quiet=True)}
-
-
-def run_copies(args) -> list[dict]:
-    """`--copies N`: N independent seeds (seed + i) in `output_dir/copy_<i>`, up to one process per core.
-    Forked, so the children inherit the filled registries (including the sets that train.py imported)."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    workers = min(args.copies, os.cpu_count() or 1)
-    print(f"running {args.copies} copies in {out}/copy_<i> with {workers} processes", flush=True)
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-        results = list(pool.map(_copy_worker, [args] * args.copies, range(args.copies)))
-    means = [r["mean_return"] for r in results]
-    summary = {"copies": results, "mean_of_means": float(np.mean(means)), "std_of_means": float(np.std(means))}
-    (out / "copies_summary.json").write_text(json.dumps(summary, indent=2))
-    for r in results:
-        print(f"copy {r['copy']}: {r['mean_return']:.2f} ± {r['std_return']:.2f}")
-    print(f"over {args.copies} copies: {summary['mean_of_means']:.2f} ± {summary['std_of_means']:.2f} "
-          f"(written to {out / 'copies_summary.json'})")
-    return results
 
 
 def main(args) -> None:

@@ -61,6 +61,28 @@ class EpisodeStats:
             self.returns[dones] = 0.0
             self.lengths[dones] = 0
 
+    def since(self, reported: tuple[int, int]) -> tuple[dict, tuple[int, int]]:
+        """The episodes and games that ended after `reported` = (episodes, games) had: a worker's shipment of them
+        (`add_finished` on the learner's side), and the new count."""
+        new_eps, new_games = self.episodes - reported[0], self.games - reported[1]
+
+        def tail(window, n):
+            return list(window)[len(window) - min(n, len(window)):]
+
+        finished = {"returns": tail(self.recent_returns, new_eps), "lengths": tail(self.recent_lengths, new_eps),
+                    "scores": tail(self.recent_scores, new_games),
+                    "game_lengths": tail(self.recent_game_lengths, new_games)}
+        return finished, (self.episodes, self.games)
+
+    def add_finished(self, finished: dict) -> None:
+        """Count episodes and games that ended elsewhere (a worker's `since`)."""
+        self.recent_returns.extend(finished["returns"])
+        self.recent_lengths.extend(finished["lengths"])
+        self.episodes += len(finished["returns"])
+        self.recent_scores.extend(finished["scores"])
+        self.recent_game_lengths.extend(finished["game_lengths"])
+        self.games += len(finished["scores"])
+
     # checkpoint keys of the windows (the keys older checkpoints used for the first two)
     WINDOWS = {"returns": "recent_returns", "lengths": "recent_lengths", "scores": "recent_scores",
                "game_lengths": "recent_game_lengths"}

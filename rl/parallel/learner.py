@@ -214,7 +214,7 @@ class Learner:
         self.clock["scheme/restarts"] = self.transport.restarts
         if shipment is None:
             return {}
-        self._record_episodes(shipment.episodes)
+        self.stats.add_finished(shipment.episodes)
         self.agent.merge_statistics(shipment.statistics)
         lag = self.agent.updates - shipment.version
         self.lags.append(lag)
@@ -243,12 +243,3 @@ class Learner:
 
     def close(self) -> None:
         self.transport.close()
-
-    def _record_episodes(self, episodes: dict) -> None:
-        s = self.stats
-        s.recent_returns.extend(episodes["returns"])
-        s.recent_lengths.extend(episodes["lengths"])
-        s.episodes += len(episodes["returns"])
-        s.recent_scores.extend(episodes["scores"])
-        s.recent_game_lengths.extend(episodes["game_lengths"])
-        s.games += len(episodes["scores"])

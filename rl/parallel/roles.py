@@ -25,10 +25,6 @@ from rl.parallel.spec import Shipment, WorkerSpec
 from rl.registry import agents
 
 
-def _tail(window, n: int) -> list:
-    return list(window)[len(window) - min(n, len(window)):]
-
-
 class Worker:
     """What both roles share: the env, the agent, the episodes reported so far."""
 
@@ -45,16 +41,9 @@ class Worker:
         self.agent.load_acting_state(acting_state)
         self.version = version
 
-    def _episodes(self) -> dict:
-        """The episodes (and games) that ended since the last shipment."""
-        s = self.stats
-        new_eps, new_games = s.episodes - self.reported[0], s.games - self.reported[1]
-        self.reported = (s.episodes, s.games)
-        return {"returns": _tail(s.recent_returns, new_eps), "lengths": _tail(s.recent_lengths, new_eps),
-                "scores": _tail(s.recent_scores, new_games), "game_lengths": _tail(s.recent_game_lengths, new_games)}
-
     def _shipment(self, kind: str, steps: int) -> Shipment:
-        return Shipment(kind, self.spec.rank, self.version, steps, self._episodes(), self.agent.take_statistics())
+        episodes, self.reported = self.stats.since(self.reported)
+        return Shipment(kind, self.spec.rank, self.version, steps, episodes, self.agent.take_statistics())
 
     def close(self) -> None:
         self.env.close()

@@ -1,0 +1,124 @@
+"""Building a run and picking its trainer: torch's settings, seeding, the agent (restored from the newest checkpoint),
+and the one factory that chooses between this process stepping its envs (`SingleProcess`) and the Scheme's learner fed
+by workers (rl/parallel, imported only then). Synchronous gradient workers of rank > 0 run `follow`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rl.agents.base import resolve_device
+from rl.checkpoint import load_newest, restore_checked
+from rl.collector import Collector
+from rl.envs import make_env
+from rl.envs.episode_stats import EpisodeStats
+from rl.registry import agents
+from rl.threads import limit_threads
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def configure_torch(hp) -> None:
+    """Pick the device, the thread count (torch, BLAS, OpenCV: rl/threads.py) and flush denormal floats to zero.
+    Adam's moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU
+    arithmetic on denormals is tens of times slower: without flushing, the optimizer step dominates a small
+    network's update."""
+    hp.device = resolve_device(hp.device)
+    limit_threads(hp.torch_threads)
+    torch.set_flush_denormal(True)
+
+
+def build_agent(hp, env, seed: int):
+    """The agent named by `hp.agent`, sized from the env's spaces."""
+    return agents[hp.agent](hp, env.single_observation_space, env.single_action_space, env.num_envs, seed=seed)
+
+
+class SingleProcess:
+    """`--num_workers 0`: this process collects (the Collector) and learns, one vector step at a time."""
+
+    def __init__(self, hp, env, agent, stats: EpisodeStats, seed: int):
+        self.hp, self.agent = hp, agent
+        self.collector = Collector(env, agent, seed, stats=stats)
+        self.stats = stats
+        self.clock = {**self.collector.clock, "perf/learn_s": 0.0}
+
+    def step(self) -> dict:
+        self.collector.step()
+        t0 = time.perf_counter()
+        diagnostics = self.agent.update()
+        self.clock.update(self.collector.clock)
+        self.clock["perf/learn_s"] += time.perf_counter() - t0
+        return diagnostics
+
+    def finished(self, signum: int) -> bool:
+        return bool(signum) or self.agent.env_steps >= self.hp.train_steps
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def uses_scheme(hp) -> bool:
+    """Collection workers, or async gradient workers (A3C): the learner is fed by worker processes."""
+    return hp.num_workers > 0 or (hp.num_grad_workers > 1 and hp.grad_communication == "async")
+
+
+def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
+    """One process, or the Scheme's learner fed by workers: forked processes on this machine, or Ray actors with
+    `ray_address` (rl/parallel is imported only when asked for, Ray only with an address)."""
+    if not uses_scheme(hp):
+        return SingleProcess(hp, env, agent, stats, seed)
+    from rl.parallel.learner import Learner
+
+    spaces = env.single_observation_space, env.single_action_space
+    env.close()  # the learner needs only the spaces: workers step envs of their own
+    return Learner(hp, spaces, agent, stats, seed, transport="ray" if hp.ray_address else "shm")
+
+
+def prepare(hp, output_dir: Path, rank: int = 0):
+    """The env, the agent (restored from the newest checkpoint in `output_dir`, if any) and its statistics."""
+    configure_torch(hp)
+    seed_everything(hp.seed)
+    if uses_scheme(hp):  # workers step the envs; this process learns
+        from rl.parallel.learner import learner_hparams
+
+        env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
+        learner_hp = learner_hparams(hp)
+        agent = agents[hp.agent](learner_hp, env.single_observation_space, env.single_action_space,
+                                 learner_hp.num_envs, seed=hp.seed + 7919 * rank)
+    else:
+        env = make_env(hp)
+        agent = build_agent(hp, env, hp.seed + 7919 * rank)
+    stats = EpisodeStats(env.num_envs)
+    found = load_newest(output_dir)
+    if found is not None:
+        restore_checked(agent, found[0], found[1], stats)
+        del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
+        if rank == 0:
+            print(f"resuming from step {agent.env_steps}", flush=True)
+    return env, agent, stats
+
+
+def follow(hp, output_dir: Path, rank: int, address) -> None:
+    """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints."""
+    from rl.parallel.collective import GradientGroup, GroupTrainer
+
+    env, agent, stats = prepare(hp, output_dir, rank)
+    group = GradientGroup(rank, hp.num_grad_workers, address, hp.device)
+    group.join(agent)
+    trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank), agent,
+                           group, hp.train_steps)
+    try:
+        while not trainer.finished(0):
+            trainer.step()
+    finally:
+        trainer.close()
+        group.close()
