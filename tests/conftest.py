@@ -48,3 +48,10 @@ def fill_rollout(name: str, overrides: str = ""):
 @pytest.fixture
 def filled_rollout():
     return fill_rollout
+
+
+def pytest_collection_modifyitems(config, items):
+    """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow."""
+    for item in items:
+        if item.get_closest_marker("learning") or "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
