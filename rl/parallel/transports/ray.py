@@ -6,13 +6,13 @@ rl.parallel.roles worker built from its picklable WorkerSpec) lives in one actor
 `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources` ("NAME:AMOUNT;NAME:AMOUNT"), so a cluster's nodes can
 be chosen by custom resources.
 
-Weights go out with one `ray.put` per publish; each call `actor.fill.remote(...)` loads the newest published weights
-(if it does not hold them yet), fills the actor's own buffer and returns the Shipment with the buffer in it, shipped by
-value through the object store. The learner keeps one call in flight per worker. A released worker is idle until the
-next publish, which sends it off with the new weights (the learner publishes right after learning from a shipment:
-the worker acts with the weights that learned from its data); asynchronous collection sends it off at the next
-`receive` if nothing was published meanwhile, synchronous collection (`sync=True`) only at the publish that follows
-one shipment of every worker (policy lag 0).
+Weights go out with one `ray.put` per publish, announced to a small WeightStore actor; each call
+`actor.fill.remote(store)` asks the store for the newest publish when it starts, loads its weights (if it does not hold
+them yet), fills the actor's own buffer and returns the Shipment with the buffer in it, shipped by value through the
+object store. Asynchronous collection keeps two calls in flight per worker (the second starts as the first returns,
+as a worker of the shared-memory transport fills its second slot: the worker never waits for the learner);
+synchronous collection (`sync=True`) one, issued by the publish that follows one shipment of every worker (policy lag
+0).
 
 Ray's own actor restarts are off (`max_restarts=0`): a worker whose actor died, whose call raised, or whose call has
 been in flight for more than `worker_timeout` seconds is killed and replaced here by a fresh actor (with a seed of its
@@ -109,12 +109,13 @@ class WorkerActor:
         self.buffer = make_buffer(spec)
         self.held = -1  # the publish whose weights the worker holds
 
-    def fill(self, publish: int, version: int, weights: list):
-        """Load publish `publish` (its weights are `weights[0]`, an object ref: fetched only when new) and ship one
-        filled buffer."""
-        if publish != self.held:
-            import ray
+    def fill(self, store):
+        """Load the newest published weights (asked of the transport's WeightStore; fetched only when new) and ship
+        one filled buffer."""
+        import ray
 
+        publish, version, weights = ray.get(store.get.remote())
+        if publish != self.held:
             self.worker.load(ray.get(weights[0]), version)
             self.held = publish
         shipment = self.worker.fill(self.buffer, _beat)
@@ -130,6 +131,20 @@ class WorkerActor:
         self.worker.close()
 
 
+class WeightStore:
+    """The newest publish: (publish count, policy version, [object ref of the acting state]). A worker asks for it
+    when it starts a fill, so it acts with the newest weights, as a worker of the shared-memory transport does."""
+
+    def __init__(self):
+        self.entry = (-1, -1, [None])
+
+    def set(self, publish: int, version: int, weights: list) -> None:
+        self.entry = (publish, version, weights)
+
+    def get(self) -> tuple:
+        return self.entry
+
+
 def _beat() -> None:
     """An actor's heartbeat: hung calls are found by their age on the learner's side, and actors are stopped by
     ray.kill."""
@@ -141,8 +156,8 @@ class Handle:
     def __init__(self, spec):
         self.spec = spec
         self.actor = None
-        self.call = None  # the object ref of the call in flight (None: idle)
-        self.issued = 0.0  # monotonic time the call was issued
+        self.calls: deque = deque()  # object refs of the calls in flight, oldest first (empty: idle)
+        self.issued = 0.0  # monotonic time the oldest call in flight could start
         self.restarts = 0
         self.failures = 0  # consecutive failures without a shipment in between
         self.last_error = ""
@@ -200,10 +215,14 @@ class RayTransport:
         self._check_resources()
         self.handles = [Handle(s) for s in specs]
         self.publishes = -1
+        # async: two calls in flight per worker (the second starts as the first returns: the worker never waits for
+        # the learner, as with two shared-memory slots); sync: one, issued by the publish that follows the round
+        self.depth = 1 if sync else 2
+        self.store = ray.remote(num_cpus=0)(WeightStore).remote()
         self._put(acting_state, version)
         for h in self.handles:
             self._start(h)
-            self._issue(h)
+            self._fill_up(h)
 
     def _put(self, acting_state: dict, version: int) -> None:
         import ray
@@ -212,20 +231,19 @@ class RayTransport:
         self.weights = ray.put(cpu)
         self.version = version
         self.publishes += 1
+        self.store.set.remote(self.publishes, version, [self.weights])
 
     def publish(self, acting_state: dict, version: int) -> None:
-        """One ray.put of the new weights; the idle workers are sent off with them."""
+        """One ray.put of the new weights, announced to the workers; sync: the idle workers are sent off."""
         self._put(acting_state, version)
-        self._issue_idle()
-
-    def _issue_idle(self) -> None:
         for h in self.handles:
-            if h.call is None:
-                self._issue(h)
+            self._fill_up(h)
 
-    def _issue(self, h: Handle) -> None:
-        h.call = h.actor.fill.remote(self.publishes, self.version, [self.weights])
-        h.issued = time.monotonic()
+    def _fill_up(self, h: Handle) -> None:
+        while len(h.calls) < self.depth:
+            if not h.calls:
+                h.issued = time.monotonic()
+            h.calls.append(h.actor.fill.remote(self.store))
 
     # ------------------------------------------------------------------ the workers' lives
     def _start(self, h: Handle) -> None:
@@ -241,7 +259,7 @@ class RayTransport:
             ray.kill(h.actor, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
-        h.call = None
+        h.calls.clear()
         self.pending = deque(s for s in self.pending if s.worker != h.spec.rank)
         h.failures += 1
         if h.failures >= 3:
@@ -252,14 +270,14 @@ class RayTransport:
         self.lost.append(h.spec.rank)
         print(f"worker {h.spec.rank} {why}; restarted (its unfinished shipment is dropped)", flush=True)
         self._start(h)
-        self._issue(h)  # a fresh worker acts with the newest weights at once (as a restarted process does)
+        self._fill_up(h)  # a fresh worker acts with the newest weights at once (as a restarted process does)
 
     def _collect(self, timeout: float) -> None:
         """Move every call that has returned into `pending`; failed calls restart their workers."""
         import ray
         import ray.exceptions
 
-        by_call = {h.call: h for h in self.handles if h.call is not None}
+        by_call = {h.calls[0]: h for h in self.handles if h.calls}  # an actor's calls return in order
         if not by_call:
             time.sleep(timeout)
             return
@@ -268,6 +286,8 @@ class RayTransport:
             ready, _ = ray.wait(list(by_call), num_returns=len(by_call), timeout=0)
         for call in ready:
             h = by_call[call]
+            if not h.calls or h.calls[0] != call:  # restarted meanwhile
+                continue
             try:
                 shipment = ray.get(call)
             except ray.exceptions.RayError as exc:
@@ -276,21 +296,22 @@ class RayTransport:
                 print(f"worker {h.spec.rank}: {h.last_error}", flush=True)
                 self._restart(h, "died" if died else "failed")
                 continue
-            h.call = None
+            h.calls.popleft()
+            h.issued = time.monotonic()  # the next call in flight starts now
             h.failures = 0
             self.pending.append(shipment)
+            if not self.sync:
+                self._fill_up(h)
 
     def _check_hung(self) -> None:
         now = time.monotonic()
         for h in self.handles:
-            if h.call is not None and now - h.issued > self.hp.worker_timeout:
+            if h.calls and now - h.issued > self.hp.worker_timeout:
                 h.last_error = f"no shipment within worker_timeout={self.hp.worker_timeout:g} s"
                 self._restart(h, f"made no shipment for {self.hp.worker_timeout:g} s (hung)")
 
     def receive(self, timeout: float = 0.5):
         """The next shipment, or None after waiting up to `timeout` s; dead and hung workers are restarted."""
-        if not self.sync:  # released, and no publish since: they act on with the weights they have
-            self._issue_idle()
         if not self.pending:
             self._collect(timeout)
             self._check_hung()
@@ -304,9 +325,8 @@ class RayTransport:
         return lost
 
     def release(self, shipment) -> None:
-        """The shipment is consumed: its worker is idle until the next publish sends it off with the new weights
-        (sync: that publish is the learner's, after one shipment of every worker); async, the next `receive` sends it
-        off anyway, with the weights it has, if the learner published nothing meanwhile."""
+        """The shipment is consumed (its data was a copy: nothing to give back). Async workers already have their
+        next calls; a sync worker is idle until the publish that follows the round sends it off."""
         shipment.data = None
 
     def actors(self) -> list:
@@ -325,7 +345,7 @@ class RayTransport:
                     ray.kill(h.actor, no_restart=True)
                 except Exception:  # noqa: BLE001 - already gone
                     pass
-                h.call = None
+                h.calls.clear()
         self.handles = []
         self.pending.clear()
         if self.connected:
