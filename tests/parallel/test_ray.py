@@ -255,6 +255,8 @@ RAY_RUNS = {  # name: (set, num_workers, steps, overrides): 2 collection workers
     "dqn_cartpole": ("dqn_cartpole", 2, 2000, ""),
     "ppo_atari": ("ppo_atari", 2, 512, ",worker_envs=2,num_steps=32,batch_size=64,epochs=1"),
     "dppo_cartpole": ("ppo_cartpole", 0, 1024, ",num_grad_workers=2,grad_communication=sync,target_kl=0.02"),
+    "impala_vtrace": ("impala_cartpole", 2, 2048, ",max_policy_lag=2"),  # V-trace, stale data dropped past lag 2
+    "a3c": ("a3c_cartpole", 0, 1000, ""),  # async gradient workers as actors
 }
 
 

@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import replace
 
 from rl.errors import ConfigError
+from rl.parallel.transports.faults import FaultBook
 
 RESEED = 100_003  # a restarted worker's seed: spec.seed + RESEED * restarts (as the shared-memory transport)
 
@@ -163,12 +164,10 @@ class Handle:
         self.last_error = ""
 
 
-class RayTransport:
+class RayTransport(FaultBook):
     def __init__(self, hp):
         self.hp = hp
-        self.pending: deque = deque()
-        self.lost: list[int] = []
-        self.restarts = 0
+        super().__init__()
         self.handles: list[Handle] = []
         self.connected = False  # this transport connected the driver (and disconnects it on close)
         self.options = {"num_cpus": float(hp.ray_worker_cpus), "num_gpus": float(hp.ray_worker_gpus),
@@ -260,15 +259,7 @@ class RayTransport:
         except Exception:  # noqa: BLE001 - already gone
             pass
         h.calls.clear()
-        self.pending = deque(s for s in self.pending if s.worker != h.spec.rank)
-        h.failures += 1
-        if h.failures >= 3:
-            detail = f": {h.last_error}" if h.last_error else ""
-            raise ConfigError(f"collection worker {h.spec.rank} failed {h.failures} times in a row{detail}")
-        h.restarts += 1
-        self.restarts += 1
-        self.lost.append(h.spec.rank)
-        print(f"worker {h.spec.rank} {why}; restarted (its unfinished shipment is dropped)", flush=True)
+        self.count_failure(h, why)
         self._start(h)
         self._fill_up(h)  # a fresh worker acts with the newest weights at once (as a restarted process does)
 
@@ -318,11 +309,6 @@ class RayTransport:
         if not self.pending:
             return None
         return self.pending.popleft()
-
-    def take_lost(self) -> list[int]:
-        """The workers restarted since the last call (their next data starts new episodes)."""
-        lost, self.lost = self.lost, []
-        return lost
 
     def release(self, shipment) -> None:
         """The shipment is consumed (its data was a copy: nothing to give back). Async workers already have their

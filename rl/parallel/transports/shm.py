@@ -20,14 +20,13 @@ import signal
 import sys
 import time
 import traceback
-from collections import deque
 from multiprocessing.connection import wait
 
 import numpy as np
 import torch
 
-from rl.errors import ConfigError
 from rl.parallel.buffers import share
+from rl.parallel.transports.faults import FaultBook
 
 SLOTS_PER_WORKER = 2
 SEQ, VERSION, WRITING, STOP = range(4)  # the control block: publish count, policy version, write flag, stop flag
@@ -166,13 +165,11 @@ class Handle:
         self.held: set[int] = set()  # its slots the learner is reading: a restarted process gets them on release
 
 
-class ShmTransport:
+class ShmTransport(FaultBook):
     def __init__(self, hp):
         self.hp = hp
         self.context = mp.get_context("fork")  # children inherit the registries (a script's own registrations too)
-        self.pending: deque = deque()
-        self.lost: list[int] = []
-        self.restarts = 0
+        super().__init__()
 
     def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
         self.sync = sync
@@ -212,15 +209,7 @@ class ShmTransport:
             h.process.kill()
         h.process.join()
         h.conn.close()
-        self.pending = deque(s for s in self.pending if s.worker != h.spec.rank)  # its undelivered shipments go too
-        h.failures += 1
-        if h.failures >= 3:
-            detail = f": {h.last_error}" if h.last_error else ""
-            raise ConfigError(f"collection worker {h.spec.rank} failed {h.failures} times in a row{detail}")
-        h.restarts += 1
-        self.restarts += 1
-        self.lost.append(h.spec.rank)
-        print(f"worker {h.spec.rank} {why}; restarted (its unfinished shipment is dropped)", flush=True)
+        self.count_failure(h, why)
         self._start(h)
 
     def _check_health(self) -> None:
@@ -259,11 +248,6 @@ class ShmTransport:
         shipment = self.pending.popleft()
         self.handles[shipment.worker].held.add(shipment.slot)
         return shipment
-
-    def take_lost(self) -> list[int]:
-        """The workers restarted since the last call (their next data starts new episodes)."""
-        lost, self.lost = self.lost, []
-        return lost
 
     def release(self, shipment) -> None:
         """The shipment's slot may be refilled."""
