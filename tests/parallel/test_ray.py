@@ -300,6 +300,18 @@ def test_ctrl_c_on_ray_saves_exits_130_and_leaves_no_actor(ray_cluster, tmp_path
     assert "saved a checkpoint" in text
     assert list((out / "checkpoints").glob("ckpt_*.pt"))
     assert not alive_worker_actors(ray_cluster.address)
+    # the same command resumes on the cluster (a shorter budget, so that it ends)
+    saved = json.loads((out / "hparams.json").read_text())
+    assert not saved["hparams"]["ray_address"] or saved["hparams"]["ray_address"] == ray_cluster.address
+    import torch
+
+    step = torch.load(sorted((out / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)["step"]
+    again = subprocess.run([sys.executable, "train.py", "--hparams", "ppo_cartpole", "--num_workers", "2",
+                            "--ray_address", ray_cluster.address, "--train_steps", str(step + 512), "--output_dir",
+                            str(out), "--eval_episodes", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert f"resuming from step {step}" in again.stdout
+    assert json.loads((out / "eval.json").read_text())["env_steps"] >= step + 512
 
 
 @pytest.mark.ray
