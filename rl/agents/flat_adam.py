@@ -59,9 +59,9 @@ class FlatAdam:
             raise ConfigError(f"unknown optimizer {kind!r}: valid: adam, rmsprop")
         self.kind = kind
         self.rmsprop = None
+        self.rmsprop_alpha = rmsprop_alpha
         if kind == "rmsprop":  # torch's RMSprop on the flat buffer (IMPALA's optimizer)
             self.param.grad = self.grad
-            self.rmsprop = torch.optim.RMSprop([self.param], lr=lr, alpha=rmsprop_alpha, eps=eps)
         # synchronous gradient workers (Agent.join_collective) set this to average the gradient across processes;
         # it runs once per backward pass, before clipping
         self.reduce_grad = None
@@ -105,9 +105,10 @@ class FlatAdam:
         self._gather()
         self._reduce()
         self.steps += 1
-        if self.rmsprop is not None:
-            self.rmsprop.param_groups[0]["lr"] = self.lr
-            self.rmsprop.step()
+        if self.kind == "rmsprop":
+            rmsprop = self._rmsprop()
+            rmsprop.param_groups[0]["lr"] = self.lr
+            rmsprop.step()
             return
         self._step.fill_(self.steps)
         torch._fused_adam_([self.param], [self.grad], [self.exp_avg], [self.exp_avg_sq], [], [self._step],
@@ -117,13 +118,20 @@ class FlatAdam:
     def state_dict(self) -> dict:
         state = {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,
                  "lr": self.lr}
-        if self.rmsprop is not None:
-            state["rmsprop"] = self.rmsprop.state_dict()
+        if self.kind == "rmsprop":
+            state["rmsprop"] = self._rmsprop().state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.steps, self.lr = int(state["steps"]), float(state["lr"])
-        if self.rmsprop is not None:
-            self.rmsprop.load_state_dict(state["rmsprop"])
+        if self.kind == "rmsprop":
+            self._rmsprop().load_state_dict(state["rmsprop"])
+
+    def _rmsprop(self) -> torch.optim.RMSprop:
+        """Built at first use: constructing a torch.optim optimizer imports torch._dynamo (over a second), which a
+        collection worker, whose copy of the agent never steps, need not pay at start-up."""
+        if self.rmsprop is None:
+            self.rmsprop = torch.optim.RMSprop([self.param], lr=self.lr, alpha=self.rmsprop_alpha, eps=self.eps)
+        return self.rmsprop
