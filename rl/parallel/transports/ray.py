@@ -110,12 +110,15 @@ class WorkerActor:
         self.buffer = make_buffer(spec)
         self.held = -1  # the publish whose weights the worker holds
 
-    def fill(self, store):
-        """Load the newest published weights (asked of the transport's WeightStore; fetched only when new) and ship
-        one filled buffer."""
+    def fill(self, store, publish: int, version: int, weights: list):
+        """Load the newest published weights: the store's, or the publish this call was issued with where the store
+        has not heard of it yet (calls from two callers are not ordered); fetched only when new. Ship one filled
+        buffer."""
         import ray
 
-        publish, version, weights = ray.get(store.get.remote())
+        newest = ray.get(store.get.remote())
+        if newest[0] > publish:
+            publish, version, weights = newest
         if publish != self.held:
             self.worker.load(ray.get(weights[0]), version)
             self.held = publish
@@ -174,7 +177,7 @@ class RayTransport(FaultBook):
                         "resources": parse_resources(hp.ray_worker_resources)}
 
     # ------------------------------------------------------------------ the cluster
-    def _connect(self) -> None:
+    def connect(self) -> None:
         import ray
 
         address = self.hp.ray_address
@@ -207,7 +210,7 @@ class RayTransport(FaultBook):
     def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
         import ray
 
-        self._connect()
+        self.connect()
         self.sync = sync
         self.make_buffer = make_buffer
         self.actor_class = ray.remote(max_restarts=0, max_task_retries=0, **self.options)(WorkerActor)
@@ -242,7 +245,7 @@ class RayTransport(FaultBook):
         while len(h.calls) < self.depth:
             if not h.calls:
                 h.issued = time.monotonic()
-            h.calls.append(h.actor.fill.remote(self.store))
+            h.calls.append(h.actor.fill.remote(self.store, self.publishes, self.version, [self.weights]))
 
     # ------------------------------------------------------------------ the workers' lives
     def _start(self, h: Handle) -> None:
@@ -377,7 +380,7 @@ def launch_ranks(hp, follow, port: int) -> tuple[str, list[RankHandle]]:
     import ray
 
     transport = RayTransport(hp)
-    transport._connect()
+    transport.connect()
     address = f"tcp://{ray.util.get_node_ip_address()}:{port}"
     actor_class = ray.remote(max_restarts=0, max_task_retries=0, **transport.options)(RankActor)
     children = []
