@@ -78,7 +78,7 @@ def impala_cartpole() -> HParams:
     hp.ent_coef = 0.0
     hp.vf_coef = 0.5
     hp.train_steps = 60_000
-    hp.eval_interval = 20_000
+    hp.eval_interval = 10_000  # its policy still swings at 60k steps (no entropy bonus, no decay): look often
     return hp
 
 
