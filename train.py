@@ -23,7 +23,8 @@ def str2bool(text: str) -> bool:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Train or evaluate an rl agent from a named hyperparameter set.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                allow_abbrev=False)  # --sys k8s carries the flags as typed: no abbreviations
     p.add_argument("--sys", choices=["local", "k8s"], default="local",
                    help="where to run: on this machine, or submitted to a Kubernetes cluster")
     p.add_argument("--hparams", help="name of the hyperparameter set (see --list)")
@@ -58,6 +59,21 @@ def parser() -> argparse.ArgumentParser:
                         "shared-memory processes on this machine); needs Ray: bash setup.sh --ray")
     p.add_argument("--seed", type=int, help="random seed, overriding the set's")
     p.add_argument("--list", action="store_true", help="print what each registry holds and exit")
+    k8s = p.add_argument_group("--sys k8s", "submit this command to the Kubernetes cluster of kubectl's current "
+                                            "context, rendered into the k8s/ manifests (k8s/README.md)")
+    k8s.add_argument("--image", help="container image (built from k8s/Dockerfile; default rl:cuda with a GPU, "
+                                     "else rl:cpu)")
+    k8s.add_argument("--namespace", help="namespace (default: the current context's)")
+    k8s.add_argument("--run_name", help="name of the job; its run folder is /runs/NAME on the volume claim rl-runs "
+                                        "(default: from --output_dir's last part)")
+    k8s.add_argument("--accelerator", metavar="NAME:COUNT",
+                     help="per node: nvidia-l4:1, nvidia-h100-80gb:8, tpu-v6e:4 ... (default: CPUs only)")
+    k8s.add_argument("--nodes", type=int, help="nodes the run spans (default 1: a Job; more: a RayJob when the set "
+                                               "has workers, a PyTorchJob of gradient ranks when it has none)")
+    k8s.add_argument("--cpus", type=int, help="CPUs of the learner's pod (default: 1 + num_workers, at least 2)")
+    k8s.add_argument("--memory", help="memory of each pod (default 16Gi)")
+    k8s.add_argument("--dry_run", type=str2bool, default=False,
+                     help="print the manifests (for kubectl apply -f -) instead of submitting them")
     return p
 
 
@@ -69,6 +85,7 @@ def list_registries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     import hparams  # noqa: F401  (registers the sets)
     import rl  # noqa: F401  (fills the registries)
@@ -81,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.hparams or not args.output_dir:
             raise ConfigError("--hparams and --output_dir are required (see --list for the sets)")
-        run_main(args)
+        run_main(args, argv)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -31,6 +31,8 @@ from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
     uses_scheme,
 )
 
+CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "dry_run")
+
 
 class StopFlag:
     """SIGINT/SIGTERM set a flag; the loop checkpoints and exits at the next step."""
@@ -158,9 +160,15 @@ def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False) -
                 checkpoint=getattr(args, "checkpoint", "latest"))
 
 
-def main(args) -> None:
+def main(args, argv: list[str] | None = None) -> None:
+    """`argv`: the command line as typed, which --sys k8s carries to the cluster."""
+    cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
     if args.sys == "k8s":
-        raise ConfigError("--sys k8s is not available yet (a later issue adds cluster submission); use --sys local")
+        from rl.cloud import submit_run
+
+        return submit_run(args, argv or [])
+    if cluster:
+        raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this run is --sys local)")
     if args.num_workers is not None and args.num_workers < 0:
         raise ConfigError(f"--num_workers must be 0 (one process) or a positive number of workers, got "
                           f"{args.num_workers}")

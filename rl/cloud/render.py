@@ -1,0 +1,246 @@
+"""`--sys k8s`: the run's own command line, rendered into the manifests of k8s/ (they are the templates: what
+`kubectl apply -f k8s/...` runs as it stands is what this changes, field by field).
+
+The kind follows from where the run's processes go:
+- one node (`--nodes 1`, the default): a batch/v1 Job (k8s/job-gpu.yaml; k8s/job-tpu.yaml for a TPU host);
+- collection or asynchronous gradient workers over several nodes, or `--ray_address`: a KubeRay RayJob
+  (k8s/rayjob.yaml: the learner is the driver, on the accelerator pod; the workers are Ray actors on CPU pods);
+- synchronous gradient workers over several nodes (DPPO: `num_workers` 0): a Kubeflow PyTorchJob
+  (k8s/pytorchjob.yaml: one rank a pod, one accelerator a rank; the operator sets RANK and WORLD_SIZE).
+
+The train.py command travels as a list of arguments (a RayJob's entrypoint as one shell string quoted with
+shlex), so every flag and `--hparam_override` arrives exactly as typed; only the cluster's own flags are dropped,
+`--output_dir` becomes the run's folder on the shared volume, and `--ray_address` becomes `auto` inside a RayJob.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from rl.cloud.accelerators import Accelerator, parse_accelerator
+from rl.errors import ConfigError
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "k8s"
+RUNS_MOUNT = "/runs"  # where every pod mounts the run folders' volume (k8s/pvc.yaml)
+# flags of train.py that say where and how to submit: they stay on this machine
+CLUSTER_FLAGS = ("--sys", "--image", "--namespace", "--run_name", "--accelerator", "--nodes", "--cpus", "--memory",
+                 "--dry_run")
+NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # DNS-1035: Services (PyTorchJob, Ray head) need a leading letter
+# longest names the controllers accept: a Job's name is a label value (63); KubeRay derives RayCluster and Service
+# names from a RayJob's (47); the training operator names Services NAME-worker-N (63 - len("-worker-") - 7)
+MAX_NAME = {"Job": 63, "RayJob": 47, "PyTorchJob": 48}
+
+
+@dataclass
+class Plan:
+    """Everything the manifests need, decided from the flags and the resolved settings."""
+
+    kind: str  # Job, RayJob, PyTorchJob
+    name: str
+    namespace: str | None  # None: the namespace of kubectl's current context
+    image: str
+    accelerator: Accelerator
+    train_args: list[str]  # train.py's arguments inside the pod
+    cpus: int
+    memory: str
+    replicas: int = 1  # PyTorchJob: ranks (one pod each); RayJob: CPU worker pods
+    worker_cpus: int = 0  # RayJob: CPUs of each CPU worker pod
+
+    @property
+    def output_dir(self) -> str:
+        return f"{RUNS_MOUNT}/{self.name}"
+
+
+def load_template(name: str) -> dict:
+    path = TEMPLATES / name
+    if not path.exists():
+        raise ConfigError(f"the manifest template {path} is missing: --sys k8s renders the k8s/ folder of a clone "
+                          f"of this repository")
+    return yaml.safe_load(path.read_text())
+
+
+def run_name(text: str) -> str:
+    """A name Kubernetes accepts, from an output folder's name: runs/Pong v5 -> pong-v5."""
+    name = re.sub(r"[^a-z0-9-]+", "-", Path(text.rstrip("/")).name.lower()).strip("-")
+    name = re.sub(r"-+", "-", name)
+    return name if name[:1].isalpha() else f"rl-{name}".rstrip("-")
+
+
+def check_name(name: str, kind: str) -> None:
+    limit = MAX_NAME[kind]
+    if not NAME.match(name) or len(name) > limit:
+        raise ConfigError(f"--run_name {name!r} is a name Kubernetes would refuse for a {kind}: use at most {limit} "
+                          f"lower-case letters, digits and '-', starting with a letter and not ending with '-'")
+
+
+def cluster_argv(argv: list[str], output_dir: str, ray: bool) -> list[str]:
+    """train.py's arguments for the pod: `argv` as typed, less the cluster's flags, with `--output_dir` on the
+    volume and, for a RayJob, `--ray_address auto`. Tokens are kept whole (`--flag=value` too), never re-quoted."""
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        flag, eq, _ = token.partition("=")
+        if flag in CLUSTER_FLAGS + ("--output_dir", "--ray_address"):
+            if not eq:
+                next(tokens, None)  # its value
+            if flag == "--output_dir":
+                out += ["--output_dir", output_dir]
+            continue
+        out.append(token)
+    return out + (["--ray_address", "auto"] if ray else [])
+
+
+def choose_kind(hp, accelerator: Accelerator, nodes: int) -> str:
+    from rl.trainer import uses_scheme
+
+    if accelerator.is_tpu:
+        if nodes != 1 or hp.ray_address:
+            raise ConfigError("a TPU run is one Job on one TPU host (--nodes 1, no --ray_address): rl has no TPU "
+                              "backend and trains on the host's CPUs (k8s/README.md)")
+        return "Job"
+    if hp.ray_address or (nodes > 1 and uses_scheme(hp)):
+        return "RayJob"
+    return "Job" if nodes == 1 else "PyTorchJob"
+
+
+def plan(args, argv: list[str], hp) -> Plan:
+    """Decide the kind, name, image and sizes of the run's manifests."""
+    accelerator = parse_accelerator(args.accelerator)
+    nodes = 1 if args.nodes is None else args.nodes
+    if nodes < 1:
+        raise ConfigError(f"--nodes must be at least 1, got {nodes}")
+    kind = choose_kind(hp, accelerator, nodes)
+    if kind == "PyTorchJob" and args.copies > 1:
+        raise ConfigError("--copies runs independent seeds in one pod; with --nodes > 1 the pods are one run's ranks: "
+                          "submit each copy with --nodes 1, or drop --copies")
+    name = args.run_name or run_name(args.output_dir)
+    check_name(name, kind)
+    image = args.image or ("rl:cuda" if accelerator.is_gpu else "rl:cpu")
+    cpus = args.cpus or max(2, 1 + hp.num_workers)
+    memory = args.memory or "16Gi"
+    if not re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", memory):
+        raise ConfigError(f"--memory {memory!r} is not a Kubernetes quantity: e.g. 16Gi, 512Mi")
+    p = Plan(kind, name, args.namespace, image, accelerator, [], cpus, memory)
+    p.train_args = cluster_argv(argv, p.output_dir, ray=kind == "RayJob")
+    if kind == "PyTorchJob":
+        p.replicas = nodes * max(1, accelerator.count)  # one rank a pod, one accelerator a rank
+    elif kind == "RayJob":
+        p.replicas = max(1, nodes - 1)  # CPU pods for the workers; the learner has the accelerator pod
+        p.worker_cpus = max(1, math.ceil(max(1, hp.num_workers) * hp.ray_worker_cpus / p.replicas))
+    return p
+
+
+# --- the manifests -------------------------------------------------------------------------------------------------
+
+def _size(container: dict, cpus: int, memory: str, accelerator: Accelerator, per_pod: int) -> None:
+    """Requests and limits: CPUs and memory, and `per_pod` of the accelerator (requested = limited)."""
+    requests = {"cpu": str(cpus), "memory": memory}
+    limits = {"memory": memory}
+    if accelerator.resource and per_pod:
+        requests[accelerator.resource] = limits[accelerator.resource] = str(per_pod)
+    container["resources"] = {"requests": requests, "limits": limits}
+
+
+def _place(pod: dict, accelerator: Accelerator) -> None:
+    """Node selector and toleration of the accelerator; none for a CPU pod."""
+    pod.pop("nodeSelector", None)
+    pod.pop("tolerations", None)
+    if accelerator.resource:
+        pod["nodeSelector"] = dict(accelerator.node_selector)
+        pod["tolerations"] = [accelerator.toleration]
+
+
+def _label(meta: dict, name: str) -> None:
+    meta.setdefault("labels", {})["app.kubernetes.io/instance"] = name
+
+
+def _container(pod: dict, name: str) -> dict:
+    for c in pod["containers"]:
+        if c["name"] == name:
+            return c
+    raise ConfigError(f"the k8s/ templates have no container named {name!r}: restore them from the repository")
+
+
+def _metadata(doc: dict, p: Plan) -> None:
+    doc["metadata"]["name"] = p.name
+    if p.namespace:
+        doc["metadata"]["namespace"] = p.namespace
+    _label(doc["metadata"], p.name)
+
+
+def render_job(p: Plan) -> dict:
+    doc = load_template("job-tpu.yaml" if p.accelerator.is_tpu else "job-gpu.yaml")
+    _metadata(doc, p)
+    template = doc["spec"]["template"]
+    _label(template.setdefault("metadata", {}), p.name)
+    pod = template["spec"]
+    c = _container(pod, "train")
+    c["image"], c["args"] = p.image, list(p.train_args)
+    _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
+    _place(pod, p.accelerator)
+    return doc
+
+
+def render_rayjob(p: Plan) -> dict:
+    doc = load_template("rayjob.yaml")
+    _metadata(doc, p)
+    spec = doc["spec"]
+    spec["entrypoint"] = shlex.join(["python", "train.py", *p.train_args])
+    spec["entrypointNumCpus"] = 1
+    spec.pop("entrypointNumGpus", None)
+    if p.accelerator.is_gpu:
+        spec["entrypointNumGpus"] = p.accelerator.count  # the driver (the learner) lands on the accelerator pod
+    cluster = spec["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    _container(head, "ray-head")["image"] = p.image
+    for group in cluster["workerGroupSpecs"]:
+        pod = group["template"]["spec"]
+        c = _container(pod, "ray-worker")
+        c["image"] = p.image
+        if group["groupName"] == "cpu-workers":
+            group["replicas"] = group["minReplicas"] = group["maxReplicas"] = p.replicas
+            _size(c, p.worker_cpus, p.memory, Accelerator(), 0)
+        else:  # the learner's pod
+            _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
+            _place(pod, p.accelerator)
+    for pod_template in [cluster["headGroupSpec"]["template"], spec.get("submitterPodTemplate")]:
+        if pod_template:
+            _label(pod_template.setdefault("metadata", {}), p.name)
+            for c in pod_template["spec"]["containers"]:
+                c["image"] = p.image
+    return doc
+
+
+def render_pytorchjob(p: Plan) -> dict:
+    doc = load_template("pytorchjob.yaml")
+    _metadata(doc, p)
+    replicas = doc["spec"]["pytorchReplicaSpecs"]
+    replicas["Master"]["replicas"] = 1
+    replicas["Worker"]["replicas"] = p.replicas - 1
+    for spec in replicas.values():
+        _label(spec["template"].setdefault("metadata", {}), p.name)
+        pod = spec["template"]["spec"]
+        c = _container(pod, "pytorch")
+        c["image"], c["args"] = p.image, list(p.train_args)
+        _size(c, p.cpus, p.memory, p.accelerator, 1 if p.accelerator.resource else 0)
+        _place(pod, p.accelerator)
+    return doc
+
+
+def render(p: Plan) -> list[dict]:
+    """The volume claim for the run folders, then the run's job."""
+    pvc = load_template("pvc.yaml")
+    if p.namespace:
+        pvc["metadata"]["namespace"] = p.namespace
+    job = {"Job": render_job, "RayJob": render_rayjob, "PyTorchJob": render_pytorchjob}[p.kind](p)
+    return [pvc, job]
+
+
+def to_yaml(docs: list[dict]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=1_000_000)

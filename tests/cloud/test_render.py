@@ -1,0 +1,120 @@
+"""What `--sys k8s --dry_run True` prints: the k8s/ templates filled from the command line. Every rendered document
+is validated strictly (built-in kinds with kubernetes-validate, RayJob/PyTorchJob against the CRDs in
+../shared/k8s-schemas), every pod meets the restricted Pod Security Standard, and the train.py command inside is the
+one typed, token for token, parsed by train.py's own parser (and, for one, run with a tiny budget)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import yaml
+
+from tests.cloud import k8s_checks
+
+TRICKY = ["--hparam_override", 'lr=1e-4,ray_worker_resources="cpu_node:1"', "--env", "ALE/Pong-v5", "--seed", "3"]
+
+
+def render(capsys, *argv: str) -> list[dict]:
+    import train
+
+    assert train.main(["--sys", "k8s", "--output_dir", "runs/My Pong v5", *argv, "--dry_run", "True"]) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    for doc in docs:
+        k8s_checks.validate(doc)
+        for _, pod in k8s_checks.pod_specs(doc):
+            k8s_checks.check_restricted(pod)
+    return docs
+
+
+def containers(job: dict) -> list[dict]:
+    return [c for _, pod in k8s_checks.pod_specs(job) for c in pod["containers"]]
+
+
+def test_one_gpu_node_is_a_job_carrying_the_command_exactly(capsys):
+    pvc, job = render(capsys, "--hparams", "appo_atari", *TRICKY, "--accelerator", "nvidia-h100-80gb:8")
+    assert pvc["kind"] == "PersistentVolumeClaim" and job["kind"] == "Job"
+    assert job["metadata"]["name"] == "my-pong-v5" and "namespace" not in job["metadata"]  # kubectl's own
+    pod = job["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["args"] == ["--output_dir", "/runs/my-pong-v5", "--hparams", "appo_atari", *TRICKY]
+    assert k8s_checks.train_argv(job) == [c["args"]]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "8" and c["image"] == "rl:cuda"
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_a_cpu_job_asks_for_no_accelerator(capsys):
+    _, job = render(capsys, "--hparams", "dqn_cartpole", "--cpus", "4", "--memory", "2Gi", "--namespace", "lab")
+    pod = job["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod and "tolerations" not in pod
+    assert job["metadata"]["namespace"] == "lab"
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "4", "memory": "2Gi"},
+                                                 "limits": {"memory": "2Gi"}}
+    assert pod["containers"][0]["image"] == "rl:cpu"
+
+
+def test_a_tpu_host_is_a_job_on_gke_tpu_nodes(capsys):
+    _, job = render(capsys, "--hparams", "ppo_atari", "--accelerator", "tpu-v6e:4")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": "2x2"}
+    assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
+
+
+def test_workers_over_nodes_are_a_rayjob(capsys):
+    _, job = render(capsys, "--hparams", "appo_atari", *TRICKY, "--num_workers", "16", "--nodes", "3",
+                    "--accelerator", "nvidia-l4:1")
+    assert job["kind"] == "RayJob"
+    spec = job["spec"]
+    tokens = shlex.split(spec["entrypoint"])  # as the submitter's shell reads it
+    assert tokens == ["python", "train.py", "--output_dir", "/runs/my-pong-v5", "--hparams", "appo_atari", *TRICKY,
+                      "--num_workers", "16", "--ray_address", "auto"]
+    assert spec["entrypointNumGpus"] == 1  # the driver, our learner, runs on the GPU pod
+    groups = {g["groupName"]: g for g in spec["rayClusterSpec"]["workerGroupSpecs"]}
+    cpu = groups["cpu-workers"]
+    assert cpu["replicas"] == cpu["minReplicas"] == cpu["maxReplicas"] == 2  # --nodes 3: two CPU pods, one GPU pod
+    assert cpu["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "8"  # 16 workers of 1 CPU
+    k8s_checks.check_ray_head_private(job)
+
+
+def test_ray_address_alone_makes_a_rayjob_with_auto(capsys):
+    _, job = render(capsys, "--hparams", "appo_atari", "--ray_address", "10.0.0.5:6379")
+    tokens = shlex.split(job["spec"]["entrypoint"])
+    assert job["kind"] == "RayJob" and tokens[-2:] == ["--ray_address", "auto"] and "10.0.0.5:6379" not in tokens
+
+
+def test_gradient_ranks_over_nodes_are_a_pytorchjob(capsys):
+    _, job = render(capsys, "--hparams", "ppo_atari", *TRICKY, "--nodes", "2", "--accelerator", "nvidia-l4:4")
+    assert job["kind"] == "PyTorchJob"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 7  # one rank per GPU
+    for c in containers(job):
+        assert c["name"] == "pytorch" and c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert k8s_checks.train_argv(job) == [["--output_dir", "/runs/my-pong-v5", "--hparams", "ppo_atari", *TRICKY]] * 2
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("--hparams", "ppo_atari", "--accelerator", "tpu-v6e:4", "--nodes", "2"), "one TPU host"),
+    (("--hparams", "ppo_atari", "--nodes", "2", "--copies", "2"), "--copies"),
+    (("--hparams", "ppo_atari", "--nodes", "0"), "--nodes must be at least 1"),
+    (("--hparams", "ppo_atari", "--memory", "lots"), "not a Kubernetes quantity"),
+    (("--hparams", "appo_atari", "--nodes", "2", "--run_name", "r" * 48), "at most 47")])
+def test_refused_before_rendering(capsys, argv, needle):
+    import train
+
+    assert train.main(["--sys", "k8s", "--output_dir", "runs/x", *argv, "--dry_run", "True"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_the_rendered_command_runs(capsys, tmp_path):
+    """The pod's command, parsed by train.py's parser and run in-process with a tiny budget."""
+    import train
+
+    _, job = render(capsys, "--hparams", "ppo_cartpole", "--hparam_override", "num_envs=2,num_steps=16")
+    (argv,) = k8s_checks.train_argv(job)
+    argv = [str(tmp_path / "run") if a.startswith("/runs/") else a for a in argv]
+    train.parser().parse_args(argv)
+    assert train.main([*argv, "--train_steps", "64", "--eval_episodes", "1"]) == 0
+    assert (tmp_path / "run" / "eval.json").exists()
