@@ -71,6 +71,8 @@ def base() -> HParams:
     d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share")
     d("grad_communication", "sync", "gradient workers: sync (gradients averaged by a torch.distributed "
       "all-reduce every step: DPPO) or async (the learner applies each worker's gradient as it arrives: A3C)")
+    d("group_timeout_s", 1800.0, "sync gradient workers: seconds a rank waits in a collective for the others before "
+      "the group is lost (exit 129). Rank 0's evaluations must fit in it: the other ranks wait in the next all-reduce")
     d("ray_address", "", "run the workers as Ray actors on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
       "('': shared-memory processes on this machine; --ray_address or RAY_ADDRESS set it)")
     d("ray_worker_cpus", 1.0, "Ray: CPUs each worker actor declares")

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -57,17 +58,23 @@ class StopFlag:
             signal.signal(sig, old)
 
 
-def train(hp, output_dir: Path, quiet: bool = False) -> dict:
-    """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation."""
+def train(hp, output_dir: Path, quiet: bool = False, member=None) -> dict:
+    """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation. `member`: this
+    process's place in a group that torchrun or PyTorchJob started (`env_member`); its ranks > 0 follow and return
+    {}."""
     from rl.logger import Logger
 
     group = children = None
-    if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO/RAPID: fork the other ranks first
-        from functools import partial
+    if member is not None and member.rank:  # torchrun/PyTorchJob started this rank: rank 0 does the rest
+        from rl.parallel.collective import serve
 
+        serve(partial(follow, hp, output_dir), member)
+        return {}
+    if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO/RAPID: rank 0, its ranks forked here first
         from rl.parallel.collective import launch
 
-        group, children = launch(hp, partial(follow, hp, output_dir))
+        group, children = launch(hp, partial(follow, hp, output_dir), member)  # (unless torchrun started them)
+        hp = group.settings(hp)
     env, agent, stats = prepare(hp, output_dir)
     start = agent.env_steps
     logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
@@ -143,21 +150,35 @@ def write_run_record(hp, args, output_dir: Path) -> None:
     os.replace(tmp, output_dir / "hparams.json")
 
 
-def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False) -> dict:
-    """Resolve settings, record them, and train or evaluate one run in `output_dir`."""
+def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None) -> dict:
+    """Resolve settings, record them, and train or evaluate one run in `output_dir` (as one rank of `member`'s group:
+    rank 0 alone writes the run folder)."""
     hp = resolve_hparams(args, output_dir)
     hp.seed += seed_offset if not (output_dir / "hparams.json").exists() else 0
     if args.training:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        write_run_record(hp, args, output_dir)
-        if not quiet:
-            print(f"hparams set {args.hparams!r} -> {output_dir}\n{hp.describe()}", flush=True)
-        return train(hp, output_dir, quiet=quiet)
+        if member is not None:
+            member.settle(hp)
+        if member is None or member.rank == 0:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            write_run_record(hp, args, output_dir)
+            if not quiet:
+                print(f"hparams set {args.hparams!r} -> {output_dir}\n{hp.describe()}", flush=True)
+        return train(hp, output_dir, quiet=quiet, member=member)
     if not (output_dir / "hparams.json").exists():
         raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
                           f"train first with the same --output_dir")
     return test(hp, output_dir, render=args.render, record_video=args.record_video,
                 checkpoint=getattr(args, "checkpoint", "latest"))
+
+
+def env_member():
+    """This process's place in a group that torchrun or Kubeflow's PyTorchJob started (WORLD_SIZE > 1), else None;
+    only such a process imports rl/parallel here."""
+    if "WORLD_SIZE" not in os.environ:
+        return None
+    from rl.parallel.collective import group_from_env
+
+    return group_from_env(os.environ)
 
 
 def main(args, argv: list[str] | None = None) -> None:
@@ -179,6 +200,11 @@ def main(args, argv: list[str] | None = None) -> None:
                           f"always resumes from the newest checkpoint")
     if args.train_steps is not None and args.train_steps <= 0:
         raise ConfigError(f"--train_steps must be a positive integer, got {args.train_steps}")
+    member = env_member()
+    if member is not None and (args.copies > 1 or not args.training):
+        what = f"--copies {args.copies} (independent runs)" if args.training else "--training False (an evaluation)"
+        raise ConfigError(f"{what} cannot be one rank of a group, and this process is rank {member.rank} of "
+                          f"WORLD_SIZE={member.world} (started by torchrun or PyTorchJob): run it without them")
     if args.copies > 1:
         if not args.training:
             for i in range(args.copies):
@@ -186,4 +212,4 @@ def main(args, argv: list[str] | None = None) -> None:
             return
         run_copies(args)
         return
-    run_one(args, Path(args.output_dir))
+    run_one(args, Path(args.output_dir), member=member)

@@ -107,12 +107,14 @@ def prepare(hp, output_dir: Path, rank: int = 0):
     return env, agent, stats
 
 
-def follow(hp, output_dir: Path, rank: int, address) -> None:
-    """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints."""
+def follow(hp, output_dir: Path, rank: int, address, local_rank: int | None = None) -> None:
+    """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints, with
+    rank 0's settings. It reads the run folder (a resumed run's checkpoint) and never writes it."""
     from rl.parallel.collective import GradientGroup, GroupTrainer
 
+    group = GradientGroup(rank, hp.num_grad_workers, address, hp.device, hp.group_timeout_s, local_rank)
+    hp = group.settings(hp)
     env, agent, stats = prepare(hp, output_dir, rank)
-    group = GradientGroup(rank, hp.num_grad_workers, address, hp.device)
     group.join(agent)
     trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank), agent,
                            group, hp.train_steps)

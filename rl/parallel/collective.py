@@ -1,31 +1,104 @@
 """Synchronous gradient workers (`num_grad_workers` M > 1, `grad_communication=sync`): DPPO, and RAPID with
 collection workers.
 
-M processes (this one is rank 0, the others are forked from it) each run the whole training step on data of their
-own: their own envs (or their own `--num_workers` collection workers), their own share of the batch. Every gradient
-step averages the gradient across the M processes with one `torch.distributed` all-reduce (gloo on the CPU, NCCL
-on GPUs) before clipping, so every process applies the same step to the same weights: one step on the union of
-their batches. Rank 0 alone evaluates, logs and checkpoints; the others follow.
+M processes (rank 0 forks the others here, or starts them as Ray actors; or torchrun or Kubeflow's PyTorchJob started
+all M, maybe on several machines, and each reads its place from the environment: `group_from_env`) each run the whole
+training step on data of their own: their own envs (or their own `--num_workers` collection workers), their own share
+of the batch. Every gradient step averages the gradient across the M processes with one `torch.distributed`
+all-reduce (gloo on the CPU, NCCL on GPUs) before clipping, so every process applies the same step to the same
+weights: one step on the union of their batches. Rank 0 alone evaluates, logs and checkpoints; the others follow
+(with rank 0's settings and state, so a rank on another machine needs only the code and the run folder).
 
 The all-reduce also carries two flags, "a process was asked to stop" and "a process reached train_steps", so every
 process leaves the loop after the same gradient step; every other per-step decision that depends on a rank's own data
 (PPO's `target_kl` early stop) and every statistic that must be the union's (advantage normalisation) goes through
 `mean`, so the ranks agree and their collectives stay paired. Env steps count for the whole group: each process adds
 its peers' steps (they take as many as it does).
+
+A peer that dies (or says nothing for `group_timeout_s`) makes every surviving rank leave with one line and
+EXIT_GROUP_LOST: the group cannot go on without it, and the last checkpoint is where a restarted group resumes.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import re
 import signal
 import socket
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from rl.agents.base import resolve_device
 from rl.errors import ConfigError
+
+EXIT_GROUP_LOST = 129
+"""Exit status of a rank whose group broke. At least 128, so Kubeflow's PyTorchJob with `restartPolicy: ExitCode`
+retries the job (it resumes from the last checkpoint), while 2 (bad input, a ConfigError) is permanent."""
+
+
+@dataclass(frozen=True)
+class GroupEnv:
+    """This process's place in a group that torchrun or Kubeflow's PyTorchJob started: the variables they set."""
+
+    rank: int
+    world: int
+    local_rank: int  # this process's index on its machine: its GPU
+    master: str  # MASTER_ADDR:MASTER_PORT, where rank 0's store meets the group
+
+    def settle(self, hp) -> None:
+        """The run becomes this group's synchronous gradient workers, one rank a process: what cannot be is a
+        ConfigError."""
+        started = f"this process is rank {self.rank} of WORLD_SIZE={self.world} (started by torchrun or PyTorchJob)"
+        if hp.ray_address:
+            raise ConfigError(f"ray_address {hp.ray_address!r} starts ranks as Ray actors, but {started}: unset "
+                              f"--ray_address and RAY_ADDRESS, or start train.py once, without torchrun")
+        if hp.grad_communication != "sync":
+            raise ConfigError(f"grad_communication={hp.grad_communication!r}, but {started}, and such a group's "
+                              f"ranks average their gradients every step: use grad_communication=sync")
+        if hp.num_grad_workers != self.world:
+            if self.rank == 0:
+                print(f"num_grad_workers {hp.num_grad_workers} -> {self.world}: {started}", flush=True)
+            hp.num_grad_workers = self.world
+
+
+def group_from_env(environ) -> GroupEnv | None:
+    """The group torchrun or PyTorchJob started this process in (WORLD_SIZE > 1), or None; a missing or malformed
+    variable is a ConfigError naming it. PyTorchJob sets no LOCAL_RANK (one process a pod): it is then 0."""
+    world = _variable(environ, "WORLD_SIZE", 1, None, "the number of processes in the group", default="1")
+    if world == 1:
+        return None
+    rank = _variable(environ, "RANK", 0, world - 1, f"this process's rank in the group of WORLD_SIZE={world}")
+    local_rank = _variable(environ, "LOCAL_RANK", 0, None, "this process's index on its machine", default="0")
+    port = _variable(environ, "MASTER_PORT", 1, 65535, "the port where rank 0 meets the group")
+    addr = environ.get("MASTER_ADDR", "").strip()
+    if not addr:
+        raise ConfigError(f"MASTER_ADDR is not set: WORLD_SIZE={world} needs the host name or address of rank 0 "
+                          f"(torchrun and PyTorchJob set it)")
+    if rank == 0 and environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and \
+            int(environ.get("TORCHELASTIC_MAX_RESTARTS") or 0) > 0:
+        print("warning: torchrun keeps its store across restarts, and a restarted group can read the last one's "
+              "addresses and fail to form (pytorch/pytorch#135712): start torchrun with "
+              "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", file=sys.stderr, flush=True)
+    return GroupEnv(rank, world, local_rank, f"{addr}:{port}")
+
+
+def _variable(environ, name: str, low: int, high: int | None, what: str, default: str | None = None) -> int:
+    valid = f"an integer {low}..{high}" if high is not None else f"an integer >= {low}"
+    raw = environ.get(name, default)
+    if raw is None:
+        raise ConfigError(f"{name} is not set: it must be {valid}, {what} (torchrun and PyTorchJob set it)")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        raise ConfigError(f"{name} must be {valid} ({what}), got {raw!r}")
+    return value
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -37,15 +110,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 class GradientGroup:
     """This process's place in the group: the all-reduce hook, the agreed stop, the group's step count."""
 
-    def __init__(self, rank: int, world: int, address, device: str):
-        """`address`: a port on this machine, or a torch.distributed init method (tcp://HOST:PORT of rank 0)."""
+    def __init__(self, rank: int, world: int, address, device: str, timeout_s: float = 1800.0,
+                 local_rank: int | None = None):
+        """`address`: a port on this machine, or a torch.distributed init method (tcp://HOST:PORT of rank 0, or env://
+        for MASTER_ADDR and MASTER_PORT); `timeout_s`: how long a collective waits for the slowest rank (rank 0
+        evaluates while the others wait); `local_rank`: this process's index on its machine (default: `rank`, all on
+        this one)."""
         backend = "nccl" if resolve_device(device).startswith("cuda") else "gloo"
         if backend == "nccl":  # one GPU a process where there are several ("cuda" then means this one)
-            torch.cuda.set_device(rank % torch.cuda.device_count())
+            torch.cuda.set_device((rank if local_rank is None else local_rank) % torch.cuda.device_count())
         init = address if isinstance(address, str) else f"tcp://127.0.0.1:{address}"
-        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(hours=6))  # rank 0 evaluates while the others wait
         self.rank, self.world = rank, world
+        with self.collective():
+            dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=timeout_s))
         self.flags = torch.zeros(2)  # [stop asked, train_steps reached], summed across the group
         self.agreed = False
         self.buffers: dict[int, torch.Tensor] = {}
@@ -58,29 +136,58 @@ class GradientGroup:
             buf = self.buffers[id(grad)] = torch.empty(n + 2, dtype=grad.dtype, device=grad.device)
         buf[:n].copy_(grad)
         buf[n:].copy_(self.flags)
-        dist.all_reduce(buf)
+        with self.collective():
+            dist.all_reduce(buf)
         grad.copy_(buf[:n]).div_(self.world)
         self.agreed = self.agreed or bool((buf[n:] > 0).any())
 
     def mean(self, x: torch.Tensor) -> torch.Tensor:
         """The mean of `x` over the group (a new tensor): what every rank decides from is the same."""
         out = x.detach().clone()
-        dist.all_reduce(out)
+        with self.collective():
+            dist.all_reduce(out)
         return out / self.world
+
+    def settings(self, hp):
+        """Rank 0's settings, on every rank: a rank that torchrun or PyTorchJob started resolved its own (from its
+        flags and its view of the run folder), and any difference would unpair the collectives."""
+        box = [hp.to_dict() if self.rank == 0 else None]
+        with self.collective():
+            dist.broadcast_object_list(box, src=0)
+        return hp.copy().update(box[0]) if self.rank else hp
 
     def join(self, agent) -> None:
         """Every process starts from rank 0's agent (weights, optimizer moments, counters, statistics: a resumed
         group stays one, and a rank on another machine needs no checkpoint), and averages its gradients from now
         on."""
         state = [agent.state_dict(include_memory=False) if self.rank == 0 else None]
-        dist.broadcast_object_list(state, src=0)
+        with self.collective():
+            dist.broadcast_object_list(state, src=0)
         if self.rank:
             agent.load_state_dict(state[0])
         agent.join_collective(self)
 
+    @contextmanager
+    def collective(self):
+        """A peer that died, or said nothing for the timeout, ends this process: one line, EXIT_GROUP_LOST. Gloo
+        raises a plain RuntimeError, so only the group's own calls are guarded."""
+        try:
+            yield
+        except RuntimeError as exc:
+            raise SystemExit(lost(self.rank, exc)) from None
+
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def lost(rank: int, exc: BaseException) -> int:
+    """Say in one line that `rank` lost its group; EXIT_GROUP_LOST. Gloo's message starts with its source location
+    and ends in advice for its own developers: the first sentence is kept."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", (str(exc).strip() or type(exc).__name__).splitlines()[0])
+    print(f"error: rank {rank} lost its group ({text.split('. ')[0].rstrip('.')}); the job restarts the group from "
+          f"the last checkpoint", file=sys.stderr, flush=True)
+    return EXIT_GROUP_LOST
 
 
 class GroupTrainer:
@@ -107,18 +214,20 @@ class GroupTrainer:
         self.trainer.close()
 
 
-def launch(hp, follow) -> tuple[GradientGroup, list]:
-    """Start ranks 1..M-1 (each runs `follow(rank, address)` and exits): forked processes, or Ray actors with
-    `ray_address`; then join the group as rank 0."""
+def launch(hp, follow, member: GroupEnv | None = None) -> tuple[GradientGroup, list]:
+    """Join the group as rank 0. Ranks 1..M-1 are started here (each runs `follow(rank, address)` and exits):
+    forked processes, or Ray actors with `ray_address`; unless torchrun or PyTorchJob started them (`member`)."""
     import multiprocessing as mp
 
     if hp.grad_communication != "sync":
         raise ConfigError(f"unknown grad_communication {hp.grad_communication!r}: valid: sync, async")
+    if member is not None:
+        return GradientGroup(0, member.world, "env://", hp.device, hp.group_timeout_s, member.local_rank), []
     if hp.ray_address:
         from rl.parallel.transports.ray import launch_ranks
 
         address, children = launch_ranks(hp, follow, free_port())
-        return GradientGroup(0, hp.num_grad_workers, address, hp.device), children
+        return GradientGroup(0, hp.num_grad_workers, address, hp.device, hp.group_timeout_s), children
     port = free_port()
     context = mp.get_context("fork")
     children = []
@@ -126,7 +235,18 @@ def launch(hp, follow) -> tuple[GradientGroup, list]:
         p = context.Process(target=_follower, args=(follow, rank, port, os.getpid()), name=f"rl-grad-worker-{rank}")
         p.start()
         children.append(p)
-    return GradientGroup(0, hp.num_grad_workers, port, hp.device), children
+    return GradientGroup(0, hp.num_grad_workers, port, hp.device, hp.group_timeout_s), children
+
+
+def serve(follow, member: GroupEnv) -> None:
+    """Rank > 0 of a group that torchrun or PyTorchJob started: `follow(rank, "env://", local_rank)`. Ctrl-C and
+    SIGTERM are rank 0's to act on, as for forked ranks: it flags the stop in the next all-reduce and checkpoints, and
+    a rank that left first would break the group before that checkpoint."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(f"rank {member.rank} of {member.world}: training with rank 0 at {member.master}, which evaluates, logs "
+          f"and checkpoints", flush=True)
+    follow(member.rank, "env://", member.local_rank)
 
 
 def _follower(follow, rank: int, port: int, parent_pid: int) -> None:
