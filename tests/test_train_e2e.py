@@ -109,7 +109,7 @@ BAD_INPUTS = [
     (["--hparams", "dqn_cartpole", "--train_steps", "0"], "train_steps must be a positive"),
     (["--hparams", "dqn_cartpole", "--train_steps", "-5"], "train_steps must be a positive"),
     (["--hparams", "dqn_cartpole", "--num_workers", "-1"], "--num_workers must be"),
-    (["--hparams", "dqn_cartpole", "--sys", "k8s"], "not available yet"),
+    (["--hparams", "dqn_cartpole", "--image", "rl:cpu"], "--image apply to --sys k8s only"),
 ]
 
 
