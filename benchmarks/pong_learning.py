@@ -55,8 +55,8 @@ def summarize(rows: list[dict], every: int, thresholds: list[float]) -> dict:
     for row in rows:
         step = int(float(row["env_steps"]))
         score = value(row, "game_score_mean")
-        mark = (step // every) * every
-        if mark:
+        mark = -(-step // every) * every  # the multiple this row is the last before (or at)
+        if mark - step < every // 10:  # a row near the mark, not the last row of an unfinished stretch
             points[mark] = {"step": step, "score": score, "entropy": value(row, "losses_entropy"),
                             "explained_variance": value(row, "losses_explained_variance"),
                             "games": value(row, "games")}
