@@ -183,11 +183,11 @@ def env_member():
 
 def main(args, argv: list[str] | None = None) -> None:
     """`argv`: the command line as typed, which --sys k8s carries to the cluster."""
-    cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
     if args.sys == "k8s":
         from rl.cloud import submit_run
 
         return submit_run(args, argv or [])
+    cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
     if cluster:
         raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this run is --sys local)")
     if args.num_workers is not None and args.num_workers < 0:

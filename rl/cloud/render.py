@@ -197,8 +197,6 @@ def render_rayjob(p: Plan) -> dict:
     if p.accelerator.is_gpu:
         spec["entrypointNumGpus"] = p.accelerator.count  # the driver (the learner) lands on the accelerator pod
     cluster = spec["rayClusterSpec"]
-    head = cluster["headGroupSpec"]["template"]["spec"]
-    _container(head, "ray-head")["image"] = p.image
     for group in cluster["workerGroupSpecs"]:
         pod = group["template"]["spec"]
         c = _container(pod, "ray-worker")
@@ -209,7 +207,7 @@ def render_rayjob(p: Plan) -> dict:
         else:  # the learner's pod
             _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
             _place(pod, p.accelerator)
-    for pod_template in [cluster["headGroupSpec"]["template"], spec.get("submitterPodTemplate")]:
+    for pod_template in [cluster["headGroupSpec"]["template"], spec.get("submitterPodTemplate")]:  # all on --image
         if pod_template:
             _label(pod_template.setdefault("metadata", {}), p.name)
             for c in pod_template["spec"]["containers"]:

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from rl.errors import ConfigError
+from rl.errors import ConfigError, first_line
 
 FIELD_MANAGER = "rl-train"
 TIMEOUT_S = 30
@@ -41,11 +41,6 @@ def connect():
         api = client.ApiClient()
         namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if SERVICE_ACCOUNT_NAMESPACE.exists() else "default"
     return api, namespace, api.configuration.host
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def api_message(exc) -> str:

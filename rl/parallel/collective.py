@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 
 from rl.agents.base import resolve_device
-from rl.errors import ConfigError
+from rl.errors import ConfigError, first_line
 
 EXIT_GROUP_LOST = 129
 """Exit status of a rank whose group broke. At least 128, so Kubeflow's PyTorchJob with `restartPolicy: ExitCode`
@@ -184,7 +184,7 @@ class GradientGroup:
 def lost(rank: int, exc: BaseException) -> int:
     """Say in one line that `rank` lost its group; EXIT_GROUP_LOST. Gloo's message starts with its source location
     and ends in advice for its own developers: the first sentence is kept."""
-    text = re.sub(r"^\[[^\]]*\]\s*", "", (str(exc).strip() or type(exc).__name__).splitlines()[0])
+    text = re.sub(r"^\[[^\]]*\]\s*", "", first_line(exc))
     print(f"error: rank {rank} lost its group ({text.split('. ')[0].rstrip('.')}); the job restarts the group from "
           f"the last checkpoint", file=sys.stderr, flush=True)
     return EXIT_GROUP_LOST

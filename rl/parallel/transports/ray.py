@@ -27,7 +27,7 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from rl.errors import ConfigError
+from rl.errors import ConfigError, first_line
 from rl.parallel.transports.faults import FaultBook
 
 RESEED = 100_003  # a restarted worker's seed: spec.seed + RESEED * restarts (as the shared-memory transport)
@@ -187,9 +187,8 @@ class RayTransport(FaultBook):
         try:
             ray.init(address=address, logging_level="warning", log_to_driver=True)
         except (ConnectionError, TimeoutError, RuntimeError, ValueError, OSError) as exc:
-            detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"cannot reach the Ray cluster at {address}: {detail}; start one with `ray start --head`"
-                              f" or check --ray_address") from None
+            raise ConfigError(f"cannot reach the Ray cluster at {address}: {first_line(exc, 200)}; start one with "
+                              f"`ray start --head` or check --ray_address") from None
         self.connected = True
 
     def _check_resources(self) -> None:
