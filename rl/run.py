@@ -58,10 +58,11 @@ class StopFlag:
             signal.signal(sig, old)
 
 
-def train(hp, output_dir: Path, quiet: bool = False, member=None) -> dict:
+def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=None) -> dict:
     """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation. `member`: this
     process's place in a group that torchrun or PyTorchJob started (`env_member`); its ranks > 0 follow and return
-    {}."""
+    {}. `on_evaluation(step, mean_return) -> bool` hears each periodic evaluation; True stops the run there (a search
+    pruning its trial, rl/tune.py): it checkpoints and returns that evaluation with `stopped_early`."""
     from rl.logger import Logger
 
     group = children = None
@@ -92,13 +93,14 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None) -> dict:
     diagnostics: dict = {}
     last = {"log": start, "eval": start, "ckpt": start}
     eval_row: dict = {}
+    stopped_early: dict = {}
 
     def due(kind: str, interval: int) -> bool:
         return interval > 0 and agent.env_steps // interval > last[kind] // interval
 
     with StopFlag() as stop:
         try:
-            while not trainer.finished(stop.signum):
+            while not stopped_early and not trainer.finished(stop.signum):
                 diagnostics = trainer.step() or diagnostics
                 if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
                     returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
@@ -107,6 +109,9 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None) -> dict:
                                 "eval/return_std": float(np.std(returns))}
                     last["eval"] = agent.env_steps
                     last["log"] = -1  # log this evaluation now
+                    if on_evaluation is not None and on_evaluation(agent.env_steps, eval_row["eval/return_mean"]):
+                        stopped_early = summarize(returns, env_steps=agent.env_steps, stopped_early=True,
+                                                  wall_time_s=round(time.time() - logger.start_time, 2))
                 if due("log", hp.log_interval) or last["log"] < 0:
                     logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **trainer.clock})
                     eval_row, last["log"] = {}, agent.env_steps
@@ -127,6 +132,9 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None) -> dict:
             print(f"\n{name}: saved a checkpoint at step {agent.env_steps}; run the same command to resume.",
                   flush=True)
             raise SystemExit(128 + stop.signum)
+    if stopped_early:  # its evaluation is logged and checkpointed already
+        logger.close()
+        return stopped_early
     returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
     best.offer(agent, returns)
     result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(time.time() - logger.start_time, 2),
@@ -150,7 +158,8 @@ def write_run_record(hp, args, output_dir: Path) -> None:
     os.replace(tmp, output_dir / "hparams.json")
 
 
-def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None) -> dict:
+def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None,
+            on_evaluation=None) -> dict:
     """Resolve settings, record them, and train or evaluate one run in `output_dir` (as one rank of `member`'s group:
     rank 0 alone writes the run folder)."""
     hp = resolve_hparams(args, output_dir)
@@ -163,7 +172,7 @@ def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, m
             write_run_record(hp, args, output_dir)
             if not quiet:
                 print(f"hparams set {args.hparams!r} -> {output_dir}\n{hp.describe()}", flush=True)
-        return train(hp, output_dir, quiet=quiet, member=member)
+        return train(hp, output_dir, quiet=quiet, member=member, on_evaluation=on_evaluation)
     if not (output_dir / "hparams.json").exists():
         raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
                           f"train first with the same --output_dir")
