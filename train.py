@@ -59,6 +59,18 @@ def parser() -> argparse.ArgumentParser:
                         "shared-memory processes on this machine); needs Ray: bash setup.sh --ray")
     p.add_argument("--seed", type=int, help="random seed, overriding the set's")
     p.add_argument("--list", action="store_true", help="print what each registry holds and exit")
+    p.add_argument("--control", metavar="SETTINGS|checkpoint|evaluate",
+                   help='change the job running in --output_dir at its next update: "lr=1e-4,ent_coef=0.005" (the '
+                        "settings that can change mid-run), checkpoint (save one now) or evaluate (evaluate now); "
+                        "kept in hparams.json and the checkpoint")
+    tune = p.add_argument_group("search", "hyperparameter search with Optuna (TPE, median pruning): trials are runs "
+                                          "in output_dir/trial_<i>, the study is output_dir/study.db (resumable)")
+    tune.add_argument("--tune", type=int, default=0, metavar="N", help="run a search of N trials over --tune_space")
+    tune.add_argument("--tune_space", default="",
+                      help='the settings to search: "lr=loguniform(1e-4,1e-2),ent_coef=uniform(0,0.02),'
+                           'batch_size=choice(64,128,256)" (also intuniform(a,b))')
+    tune.add_argument("--tune_jobs", type=int, default=0,
+                      help="trials run at the same time (default: one per core, at most N)")
     k8s = p.add_argument_group("--sys k8s", "submit this command to the Kubernetes cluster of kubectl's current "
                                             "context, rendered into the k8s/ manifests (k8s/README.md)")
     k8s.add_argument("--image", help="container image (built from k8s/Dockerfile; default rl:cuda with a GPU, "
@@ -96,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         list_registries()
         return 0
     try:
-        if not args.hparams or not args.output_dir:
+        if not args.output_dir or not (args.hparams or args.control):
             raise ConfigError("--hparams and --output_dir are required (see --list for the sets)")
         run_main(args, argv)
     except ConfigError as exc:

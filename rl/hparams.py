@@ -187,6 +187,22 @@ FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes",
 MACHINE_SETTINGS = ("ray_address",)  # where this invocation runs, not what the run is: never taken from hparams.json
 
 
+def _override_values(text: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in split_top_level(text or "") if "=" in part)
+
+
+def _keep_control_changes(hp: HParams, saved: dict, override: str) -> None:
+    """A resumed run keeps the settings `train.py --control` changed while it ran (rl/control.py), over the
+    --hparam_override it was started with; a setting this command's override gives a new value wins."""
+    started_with = _override_values(saved.get("flags", {}).get("hparam_override", ""))
+    typed_now = _override_values(override)
+    for entry in saved.get("control", []):
+        for key, value in entry.get("settings", {}).items():
+            if key in typed_now and typed_now[key].strip() != started_with.get(key, "").strip():
+                continue
+            setattr(hp, key, value)
+
+
 def resolve_hparams(args, output_dir: Path) -> HParams:
     """The set, then the `hparams.json` of a resumed run, then `--hparam_override`, then flags; then the agent and
     env family are looked up and the family checks the env id (`rl.envs.resolve_env`)."""
@@ -210,6 +226,8 @@ def resolve_hparams(args, output_dir: Path) -> HParams:
         hp.update({k: v for k, v in saved_values.items() if k not in MACHINE_SETTINGS})
     if args.hparam_override:
         hp.parse(args.hparam_override)
+    if saved_path.exists():
+        _keep_control_changes(hp, saved, args.hparam_override)
     for name in FLAG_SETTINGS:
         value = getattr(args, name, None)
         if value is not None:

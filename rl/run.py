@@ -17,6 +17,7 @@ import numpy as np
 
 from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot  # noqa: F401
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
+from rl.control import Controller
 from rl.copies import run_copies
 from rl.errors import ConfigError
 from rl.evaluation import evaluate, has_display, record_videos, summarize, test  # noqa: F401
@@ -88,12 +89,25 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
 
     def checkpoint():
-        save(output_dir, agent.env_steps, snapshot(agent, hp.checkpoint_memory, stats), keep=hp.keep_checkpoints)
+        state = snapshot(agent, hp.checkpoint_memory, stats)
+        state["control"] = dict(control.changes)  # settings changed while running (rl/control.py)
+        save(output_dir, agent.env_steps, state, keep=hp.keep_checkpoints)
 
     diagnostics: dict = {}
     last = {"log": start, "eval": start, "ckpt": start}
     eval_row: dict = {}
     stopped_early: dict = {}
+
+    def evaluation() -> tuple[float, list]:
+        nonlocal eval_row
+        returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+        best.offer(agent, returns)
+        eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
+        last["eval"] = agent.env_steps
+        last["log"] = -1  # log this evaluation now
+        return eval_row["eval/return_mean"], returns
+
+    control = Controller(output_dir, hp, agent, logger.log, evaluate=lambda: evaluation()[0], checkpoint=checkpoint)
 
     def due(kind: str, interval: int) -> bool:
         return interval > 0 and agent.env_steps // interval > last[kind] // interval
@@ -102,14 +116,10 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         try:
             while not stopped_early and not trainer.finished(stop.signum):
                 diagnostics = trainer.step() or diagnostics
+                control.poll()  # between updates: settings changed from outside, checkpoint or evaluate on request
                 if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
-                    returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-                    best.offer(agent, returns)
-                    eval_row = {"eval/return_mean": float(np.mean(returns)),
-                                "eval/return_std": float(np.std(returns))}
-                    last["eval"] = agent.env_steps
-                    last["log"] = -1  # log this evaluation now
-                    if on_evaluation is not None and on_evaluation(agent.env_steps, eval_row["eval/return_mean"]):
+                    mean, returns = evaluation()
+                    if on_evaluation is not None and on_evaluation(agent.env_steps, mean):
                         stopped_early = summarize(returns, env_steps=agent.env_steps, stopped_early=True,
                                                   wall_time_s=round(time.time() - logger.start_time, 2))
                 if due("log", hp.log_interval) or last["log"] < 0:
@@ -119,6 +129,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                     checkpoint()
                     last["ckpt"] = agent.env_steps
         finally:
+            control.close()
             trainer.close()  # workers stop before the last checkpoint: it is the state they last saw, or newer
             if group is not None:
                 from rl.parallel.collective import reap
@@ -151,8 +162,16 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
 
 
 def write_run_record(hp, args, output_dir: Path) -> None:
+    """hparams.json: the set, the settings in effect and the flags; the --control changes still in effect are kept
+    (a resumed run applies them over the flags' --hparam_override, rl/hparams.py)."""
     record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
               "flags": {k: v for k, v in vars(args).items() if k != "func"}}
+    path = output_dir / "hparams.json"
+    if path.exists():
+        kept = [{**entry, "settings": {k: v for k, v in entry.get("settings", {}).items() if hp.to_dict().get(k) == v}}
+                for entry in json.loads(path.read_text()).get("control", [])]
+        if any(entry["settings"] for entry in kept):
+            record["control"] = [entry for entry in kept if entry["settings"]]
     tmp = output_dir / ".hparams.json.tmp"
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
     os.replace(tmp, output_dir / "hparams.json")
@@ -196,6 +215,14 @@ def main(args, argv: list[str] | None = None) -> None:
         from rl.cloud import submit_run
 
         return submit_run(args, argv or [])
+    if args.control:
+        from rl.control import send
+
+        return send(Path(args.output_dir), args.control)
+    if args.tune:
+        from rl.tune import search
+
+        return search(args)
     cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
     if cluster:
         raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this run is --sys local)")

@@ -50,6 +50,9 @@ def cpu_has_bf16() -> bool:
 class Agent(abc.ABC):
     """Base class: counts environment steps and moves observations to torch."""
 
+    # settings read afresh at every update, which `train.py --control` may change while the run goes on (rl/control.py)
+    LIVE_SETTINGS: tuple[str, ...] = ()
+
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         self.hp, self.obs_space, self.action_space = hp, obs_space, action_space
         self.num_envs, self.seed = num_envs, seed
@@ -104,6 +107,19 @@ class Agent(abc.ABC):
 
     def load_extra_state(self, state: dict) -> None:  # noqa: B027 - optional hook
         """Restore `extra_state`; receives the whole state dict."""
+
+    def change_settings(self, values: dict) -> None:
+        """New values for some of `LIVE_SETTINGS`, between updates (train.py --control)."""
+        unknown = [k for k in values if k not in self.LIVE_SETTINGS]
+        if unknown:
+            raise ConfigError(f"{', '.join(unknown)} cannot change while {self.hp.agent} runs; settings that can: "
+                              f"{', '.join(self.LIVE_SETTINGS)}")
+        for key, value in values.items():
+            setattr(self.hp, key, value)
+        self.settings_changed(values)
+
+    def settings_changed(self, values: dict) -> None:  # noqa: B027 - optional hook
+        """Push changed settings into the parts built from them (an optimizer's learning rate)."""
 
     def state_dict(self, include_memory: bool = True) -> dict:
         """Everything needed to continue exactly: weights, optimizers, counters, statistics, RNG, memory."""

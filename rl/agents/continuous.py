@@ -53,6 +53,8 @@ def matmul_precision(precision: str):
 class ActorCriticAgent(Agent):
     """The shared machinery; subclasses say which target networks exist and how the loss is called."""
 
+    LIVE_SETTINGS = ("lr", "max_grad_norm")
+
     TARGET_ACTOR = True  # DDPG and TD3 keep a target actor; SAC does not
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
@@ -89,6 +91,13 @@ class ActorCriticAgent(Agent):
 
     def optimizers(self) -> dict:
         return self.optims
+
+    def settings_changed(self, values: dict) -> None:
+        if "lr" in values:  # the actor's and temperature's own rates follow lr unless they are set apart
+            hp = self.hp
+            rates = {"critic": hp.lr, "actor": hp.lr_actor or hp.lr, "alpha": getattr(hp, "lr_alpha", 0) or hp.lr}
+            for name, opt in self.optims.items():
+                opt.lr = rates[name]
 
     def make_optimizers(self) -> dict[str, FlatAdam]:
         hp = self.hp
@@ -193,6 +202,13 @@ class SAC(ActorCriticAgent):
         self.temperature = Temperature(hp.initial_alpha).to(torch.device(hp.device)).requires_grad_(hp.tune_alpha)
         self.target_entropy = hp.target_entropy * float(np.prod(action_space.shape))
         super().__init__(hp, obs_space, action_space, num_envs, seed)
+
+    def settings_changed(self, values: dict) -> None:
+        if "lr" in values:  # the actor's and temperature's own rates follow lr unless they are set apart
+            hp = self.hp
+            rates = {"critic": hp.lr, "actor": hp.lr_actor or hp.lr, "alpha": getattr(hp, "lr_alpha", 0) or hp.lr}
+            for name, opt in self.optims.items():
+                opt.lr = rates[name]
 
     def make_optimizers(self) -> dict[str, FlatAdam]:
         optimizers = super().make_optimizers()

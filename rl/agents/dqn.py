@@ -24,6 +24,8 @@ from rl.registry import act_select, agents, grad_comp, memory, models
 class DQN(Agent):
     """Q-learning from a replay memory with a target network."""
 
+    LIVE_SETTINGS = ("lr", "max_grad_norm", "exploration_final_eps")
+
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
         self.q = models[hp.model].build(hp, obs_space, action_space).to(self.device)
@@ -122,6 +124,12 @@ class DQN(Agent):
             return
         whole = self.memory.sample(batch_size * steps)
         yield from zip(whole.split(batch_size), targets_fn(self.target, whole).split(batch_size))
+
+    def settings_changed(self, values: dict) -> None:
+        if "lr" in values:
+            self.optimizer.lr = self.hp.lr
+        if "exploration_final_eps" in values and hasattr(self.explore, "final_eps"):
+            self.explore.final_eps = self.hp.exploration_final_eps
 
     def extra_state(self) -> dict:
         return {"explore": self.explore.state_dict(), "warmup_rng": self.warmup_rng.bit_generator.state,
