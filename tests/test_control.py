@@ -1,0 +1,162 @@
+"""`train.py --control`: a running job (one process, and the Scheme's learner with 2 workers) changes its learning
+rate at the next update, checkpoints and evaluates on request, keeps the change after resume; what cannot change,
+a bad value and a job that is not running each give one line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from rl.control import changeable, parse_request, running_job
+from rl.errors import ConfigError
+from rl.hparams import resolve_hparams
+from rl.registry import hparams as sets
+from rl.run import write_run_record
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def start_job(out, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, str(ROOT / "train.py"), "--hparams", "ppo_cartpole", "--output_dir", str(out),
+           "--train_steps", "1000000", *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while running_job(out) is None or not (out / "progress.csv").exists():  # up and logging
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.2)
+    return proc
+
+
+def control(out, text: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), "--output_dir", str(out), "--control", text],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    return output
+
+
+def logged_rates(out) -> list[tuple[int, float]]:
+    with open(out / "progress.csv", newline="") as f:
+        return [(int(r["env_steps"]), float(r["learning_rate"])) for r in csv.DictReader(f) if r.get("learning_rate")]
+
+
+def check_new_rate(out, step: int, lr: float, train_steps: int = 1_000_000) -> None:
+    """Every update after `step` ran at the new rate (with the set's linear decay): the logged rates say so."""
+    after = [(s, rate) for s, rate in logged_rates(out) if s > step + 2048]  # past the next update and its log
+    assert after, "no update logged after the change"
+    for s, rate in after:
+        assert rate == pytest.approx(lr * (1 - s / train_steps), rel=0.02), (s, rate)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_running_job_changes_its_learning_rate_checkpoints_and_keeps_it_after_resume(tmp_path, workers):
+    out = tmp_path / "run"
+    proc = start_job(out, "--num_workers", str(workers))
+    try:
+        done = control(out, "lr=2e-4")
+        assert done.returncode == 0, done.stderr
+        assert "lr 0.001 -> 0.0002" in done.stdout
+        step = int(done.stdout.split("at step ")[1].split(":")[0])
+        saved = control(out, "checkpoint")
+        assert saved.returncode == 0, saved.stderr
+        saved_at = int(saved.stdout.split("at step ")[1])
+        assert (out / "checkpoints" / f"ckpt_{saved_at:012d}.pt").exists()
+        while not any(s > step + 4096 for s, _ in logged_rates(out)):
+            assert proc.poll() is None
+            time.sleep(0.5)
+    finally:
+        stop(proc)
+    check_new_rate(out, step, 2e-4)
+    record = json.loads((out / "hparams.json").read_text())
+    assert record["hparams"]["lr"] == 2e-4 and record["control"][0]["settings"] == {"lr": 2e-4}
+    assert "lr 0.001 -> 0.0002" in (out / "control" / "control.log").read_text()
+    assert not (out / "control" / "job.json").exists()  # gone with the job: --control now says it is not running
+    refused = control(out, "lr=1e-4")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "no job is running" in refused.stderr
+
+    resumed = start_job(out, "--num_workers", str(workers))  # the same command: the change stays
+    try:
+        last = max(s for s, _ in logged_rates(out))
+        while max(s for s, _ in logged_rates(out)) < last + 4096:
+            assert resumed.poll() is None
+            time.sleep(0.5)
+    finally:
+        stop(resumed)
+    check_new_rate(out, step, 2e-4)
+
+
+@pytest.mark.slow
+def test_evaluate_on_request_and_what_cannot_change(tmp_path):
+    out = tmp_path / "run"
+    proc = start_job(out)
+    try:
+        evaluated = control(out, "evaluate")
+        assert evaluated.returncode == 0 and "control: evaluation at step" in evaluated.stdout, evaluated.stderr
+        for text, message in [("gamma=0.5", "gamma cannot change while this run goes on"),
+                              ("no_such=1", "unknown setting 'no_such'"),
+                              ("lr=abc", "expects a float"),
+                              ("flush", "expected checkpoint, evaluate or settings")]:
+            bad = control(out, text)
+            assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1, (text, bad.stderr)
+    finally:
+        stop(proc)
+    with open(out / "progress.csv", newline="") as f:
+        assert any(r["eval_return_mean"] for r in csv.DictReader(f))
+
+
+def hp_of(name: str, overrides: str = ""):
+    hp = sets[name]()
+    if overrides:
+        hp.parse(overrides)
+    return hp
+
+
+def test_what_can_change_depends_on_where_it_is_computed():
+    alone = changeable(hp_of("dqn_cartpole"))
+    assert {"lr", "exploration_final_eps", "eval_interval"} <= set(alone)
+    assert "exploration_final_eps" not in changeable(hp_of("apex_dqn_cartpole"))  # workers act with their own
+    a3c = changeable(hp_of("a3c_cartpole"))  # the gradient workers compute the loss, the learner steps
+    assert "lr" in a3c and "ent_coef" not in a3c
+    dppo = changeable(hp_of("ppo_cartpole", "num_grad_workers=2,grad_communication=sync"))
+    assert "lr" not in dppo and "eval_interval" in dppo  # the ranks would step with different rates
+    assert parse_request(hp_of("ppo_cartpole"), "lr=1e-4, ent_coef=0.01") == {
+        "command": "set", "settings": {"lr": 1e-4, "ent_coef": 0.01}}
+    with pytest.raises(ConfigError, match="eval_episodes must be positive"):
+        parse_request(hp_of("ppo_cartpole"), "eval_episodes=0")
+
+
+def test_resume_keeps_control_changes_over_the_original_override_but_not_over_a_new_one(tmp_path):
+    args = SimpleNamespace(hparams="ppo_cartpole", hparam_override="lr=5e-4,ent_coef=0.01", env=None, seed=None,
+                           train_steps=None, eval_episodes=None, test_episodes=None, num_workers=None,
+                           ray_address=None)
+    hp = resolve_hparams(args, tmp_path)
+    write_run_record(hp, args, tmp_path)
+    record = json.loads((tmp_path / "hparams.json").read_text())
+    record["control"] = [{"step": 100, "settings": {"lr": 2e-4, "ent_coef": 0.0}}]  # as rl/control.py writes it
+    (tmp_path / "hparams.json").write_text(json.dumps(record))
+
+    same = resolve_hparams(args, tmp_path)  # resumed with the command it was started with
+    assert (same.lr, same.ent_coef) == (2e-4, 0.0)
+    write_run_record(same, args, tmp_path)
+    assert json.loads((tmp_path / "hparams.json").read_text())["control"][0]["settings"] == {
+        "lr": 2e-4, "ent_coef": 0.0}
+
+    args.hparam_override = "lr=1e-3,ent_coef=0.01"  # lr typed anew: it wins, and the record drops the old change
+    new = resolve_hparams(args, tmp_path)
+    assert (new.lr, new.ent_coef) == (1e-3, 0.0)
+    write_run_record(new, args, tmp_path)
+    assert json.loads((tmp_path / "hparams.json").read_text())["control"][0]["settings"] == {"ent_coef": 0.0}
+    assert resolve_hparams(args, tmp_path).lr == 1e-3  # and stays the user's choice on the next resume
