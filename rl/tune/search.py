@@ -1,0 +1,277 @@
+"""`train.py --tune N --tune_space ...`: a hyperparameter search whose trials are ordinary runs.
+
+Trial i trains in `output_dir/trial_<i>` with `--hparam_override` = the search's own overrides plus the trial's
+values, so its hparams.json records them and every run tool (resume, --training False, the report) works on it.
+Every trial uses the same seed (the set's, or --seed): trials differ by their settings only. The objective is the
+run's final evaluation mean return (maximised); each periodic evaluation is reported to the median pruner at its
+interval boundary (the step `eval_interval` x k, whatever the rollout length), so trials with other rollout sizes
+still compare at the same steps. With `--copies K` a trial is K runs (`trial_<i>/copy_<j>`, seeds seed..seed+K-1,
+one after another) and its value is their mean; such trials are not pruned, since no mean exists until every copy
+has reached a step.
+
+Up to `--tune_jobs` forked worker processes (default: one per core, at most N) each take the next trial from the
+shared study until N trials have finished (study.py says which count). With several workers each run uses
+cores // jobs threads at most. Ctrl-C or SIGTERM reaches every worker, whose runs checkpoint, and the search exits
+with 128 + the signal (130, 143) after the last one; running the same command resumes it. A worker dies with its
+search (PR_SET_PDEATHSIG), after saving its run.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import traceback
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from rl.errors import ConfigError, first_line
+from rl.hparams import resolve_hparams, split_top_level
+from rl.tune import study as studies
+from rl.tune.space import Param, format_value, override, parse_space
+
+PR_SET_PDEATHSIG = 1
+
+
+def search(args) -> None:
+    out = Path(args.output_dir)
+    hp, params = check(args, out)
+    jobs = min(args.tune, args.tune_jobs or os.cpu_count() or 1)
+    threads = min(hp.torch_threads, max(1, (os.cpu_count() or 1) // jobs))  # jobs x threads <= cores
+    out.mkdir(parents=True, exist_ok=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per finished trial, printed by the workers
+    with open(out / ".search.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"another search is running in {out}") from None
+        store = studies.storage(out)
+        study = studies.open_study(store, out, identity(args, hp, params),
+                                   studies.make_pruner(args.tune, hp.train_steps), hp.seed)
+        for number in studies.recover(study):
+            print(f"trial {number} was interrupted: queued again (it continues from its checkpoints)", flush=True)
+        done = len(studies.finished(study.get_trials(deepcopy=False)))
+        if done < args.tune:
+            print(f"search: {args.tune - done} of {args.tune} trials to run in {out}/trial_<i>, {jobs} at a time "
+                  f"(study: {out / 'study.db'})", flush=True)
+            store.engine.dispose()  # no open SQLite connection crosses the fork
+            signum = _run_workers(args, hp, params, jobs, threads)
+            if signum:
+                print(f"\n{signal.Signals(signum).name}: the trials saved checkpoints; run the same command to resume "
+                      f"the search.", flush=True)
+                raise SystemExit(128 + signum)
+        finish(args, out, hp, params)
+
+
+def check(args, out: Path) -> tuple:
+    """The search's settings (the set with the fixed overrides and flags) and its parsed space; ConfigError lines for
+    what cannot be searched."""
+    from rl.run import CLUSTER_ONLY, env_member
+
+    if args.tune < 1:
+        raise ConfigError(f"--tune must be a positive number of trials, got {args.tune}")
+    if args.tune_jobs < 0:
+        raise ConfigError(f"--tune_jobs must be 0 (one per core) or a positive number, got {args.tune_jobs}")
+    if args.copies < 1:
+        raise ConfigError(f"--copies must be at least 1, got {args.copies}")
+    if not args.training:
+        raise ConfigError("--tune trains its trials; evaluate a trial with --training False --output_dir "
+                          "OUTPUT_DIR/trial_<i>")
+    cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
+    if cluster:
+        raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this search is --sys local)")
+    if env_member() is not None:
+        raise ConfigError("--tune cannot be one rank of a torchrun/PyTorchJob group: run the search alone")
+    if (out / "hparams.json").exists():
+        raise ConfigError(f"{out} holds a run, not a search: use another --output_dir")
+    if not (out / "study.db").exists() and any(out.glob("trial_*")):
+        raise ConfigError(f"{out} holds trial_* folders but no study.db: use another --output_dir")
+    hp = resolve_hparams(args, out)
+    params = parse_space(args.tune_space, hp)
+    fixed = {item.split("=", 1)[0].strip() for item in split_top_level(args.hparam_override or "")}
+    both = [p.name for p in params if p.name in fixed]
+    if both:
+        raise ConfigError(f"{', '.join(both)} in both --tune_space and --hparam_override: search it or fix it")
+    return hp, params
+
+
+def identity(args, hp, params: list[Param]) -> dict:
+    """What a resumed search must share with the study: anything that changes what a trial's value means."""
+    space = [[p.name, p.kind, p.low, p.high, [format_value(v) for v in p.values]] for p in params]
+    return {"hparams": args.hparams, "tune_space": space, "hparam_override": args.hparam_override or "",
+            "train_steps": hp.train_steps, "eval_episodes": hp.eval_episodes, "env": hp.env, "seed": hp.seed,
+            "copies": args.copies}
+
+
+# ---------------------------------------------------------------------------------------------------- worker processes
+def _run_workers(args, hp, params, jobs: int, threads: int) -> int:
+    """Fork the workers and wait for them; a stop signal is passed on to them. Return that signal (0: none)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")  # the children inherit the filled registries, as in rl/copies.py
+    workers = [ctx.Process(target=_worker, args=(args, hp, params, threads, os.getpid()), name=f"trial-worker-{i}")
+               for i in range(jobs)]
+    for w in workers:
+        w.start()
+    stop = {"signum": 0}
+
+    def forward(signum, frame):
+        stop["signum"] = signum
+        for w in workers:
+            if w.pid is not None and w.exitcode is None:
+                os.kill(w.pid, signum)
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for w in workers:
+            w.join()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    for w in workers:
+        if w.exitcode not in (0, 130, 143) and not stop["signum"]:
+            print(f"{w.name} ended with status {w.exitcode}; its trial is queued again when the search resumes",
+                  flush=True)
+    return stop["signum"]
+
+
+def _worker(args, hp, params: list[Param], threads: int, parent: int) -> None:
+    """Take trials from the study until N have finished. A stop signal ends the run (it checkpoints) and the worker
+    with 128 + the signal; the trial stays RUNNING in the study, and the next search queues it again."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:  # the search's death is a SIGTERM: the run checkpoints and ends
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+    out = Path(args.output_dir)
+    study = optuna.load_study(study_name=studies.STUDY_NAME, storage=studies.storage(out),
+                              pruner=studies.make_pruner(args.tune, hp.train_steps))
+    try:
+        while (trial := _next_trial(study, args, hp, out)) is not None:
+            _run_trial(study, trial, args, hp, params, threads)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+def _next_trial(study: optuna.Study, args, hp, out: Path):
+    """Ask for the next trial while fewer than N are finished or running; one worker at a time, so the search never
+    starts more than N, and each TPE draw is seeded by the number of trials before it."""
+    with open(out / ".ask.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        trials = study.get_trials(deepcopy=False)
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        if len(studies.finished(trials)) + len(running) >= args.tune:
+            return None
+        study.sampler = studies.make_sampler(hp.seed, len(trials))
+        return study.ask()
+
+
+def _run_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: list[Param], threads: int) -> None:
+    for p in params:
+        p.suggest(trial)
+    text = override(params, trial.params)
+    trial.set_user_attr("override", text)
+    out = Path(args.output_dir) / f"trial_{trial.number}"
+    retry_of, reported = trial.user_attrs.get("retry_of"), set()
+    if retry_of is not None:  # continue the interrupted trial's run: its folder, checkpoints and reports
+        old = study.get_trials(deepcopy=False)[retry_of]
+        if (out.parent / f"trial_{retry_of}").exists() and not out.exists():
+            (out.parent / f"trial_{retry_of}").rename(out)
+        for step, value in sorted(old.intermediate_values.items()):
+            trial.report(value, step)
+            reported.add(step)
+    run_args = copy.copy(args)
+    extra = [f"torch_threads={threads}"] if threads != hp.torch_threads else []
+    run_args.hparam_override = ",".join(s for s in [args.hparam_override, *extra, text] if s)
+    run_args.output_dir, run_args.tune, run_args.copies = str(out), 0, 1
+    pruned_at = {}
+
+    def on_evaluation(step: int, mean_return: float) -> bool:
+        step = step // hp.eval_interval * hp.eval_interval  # the interval boundary: the same steps in every trial
+        if step not in reported:  # a continued run may evaluate again at a step reported before its checkpoint
+            trial.report(mean_return, step)
+            reported.add(step)
+        if trial.should_prune():
+            pruned_at["step"] = step
+            return True
+        return False
+
+    from rl.run import run_one
+
+    try:
+        if args.copies == 1:
+            result = run_one(run_args, out, quiet=True, on_evaluation=on_evaluation)
+            value = result["mean_return"]
+        else:
+            means = [run_one(run_args, out / f"copy_{i}", seed_offset=i, quiet=True)["mean_return"]
+                     for i in range(args.copies)]
+            value = sum(means) / len(means)
+    except Exception as exc:  # noqa: BLE001 - one trial's failure is recorded; the search goes on
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "error.txt").write_text(traceback.format_exc())
+        trial.set_user_attr("error", first_line(exc, 300))
+        study.tell(trial, state=TrialState.FAIL)
+        print(f"trial {trial.number}: failed ({first_line(exc, 200)}; {out / 'error.txt'})  {text}", flush=True)
+        return
+    if pruned_at:
+        study.tell(trial, state=TrialState.PRUNED)
+        print(f"trial {trial.number}: pruned at step {pruned_at['step']} ({value:.2f})  {text}", flush=True)
+    else:
+        study.tell(trial, value)
+        print(f"trial {trial.number}: {value:.2f}  {text}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------- the result
+def finish(args, out: Path, hp, params: list[Param]) -> dict | None:
+    """Print the best trial as a ready --hparam_override, write best.json, then the report."""
+    study = optuna.load_study(study_name=studies.STUDY_NAME, storage=studies.storage(out))
+    trials = study.get_trials(deepcopy=False)
+    tally = studies.counts(trials)
+    print(f"search {out}: {sum(tally.values())} trials finished: {tally['complete']} complete, {tally['pruned']} "
+          f"pruned, {tally['fail']} failed", flush=True)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    if not complete:
+        print("no trial completed: no best settings", flush=True)
+        return None
+    best = max(complete, key=lambda t: (t.value, -t.number))
+    trial_text = override(params, best.params)
+    full = ",".join(s for s in [args.hparam_override, trial_text] if s)
+    flags = "".join(f" --{name} {getattr(args, name)}" for name in ("env", "train_steps", "eval_episodes", "seed")
+                    if getattr(args, name, None) is not None)
+    command = (f"python train.py --hparams {args.hparams} --hparam_override {_shell(full)}{flags} "
+               f"--output_dir OUTPUT_DIR")
+    record = {"trial": best.number, "value": best.value, "run": str(out / f"trial_{best.number}"),
+              "params": {p.name: p.value(best.params[p.name]) for p in params}, "trial_override": trial_text,
+              "hparam_override": full, "command": command, "trials": tally,
+              "sampler": {"name": "TPESampler", "n_startup_trials": studies.STARTUP_TRIALS, "seed": hp.seed},
+              "pruner": {"name": "MedianPruner", "n_startup_trials": studies.pruner_startup(args.tune),
+                         "n_warmup_steps": hp.train_steps // 3}}
+    (out / "best.json").write_text(json.dumps(record, indent=2))
+    print(f"best: trial {best.number}, final evaluation {best.value:.2f} ({out / f'trial_{best.number}'})\n"
+          f"  --hparam_override {_shell(full)}\n  {command}\n  written to {out / 'best.json'}", flush=True)
+    _report(out)
+    return record
+
+
+def _shell(text: str) -> str:
+    """`text` quoted for a shell: in double quotes where that is safe (the usual case), else by shlex."""
+    import shlex
+
+    return f'"{text}"' if not any(c in text for c in '"$`\\!') else shlex.quote(text)
+
+
+def _report(out: Path) -> None:
+    try:
+        from rl.report import write_report
+
+        write_report([out], out / "report")
+    except Exception as exc:  # noqa: BLE001 - the search's result is printed and saved already
+        print(f"note: the report could not be written ({type(exc).__name__}: {first_line(exc, 200)})", flush=True)
