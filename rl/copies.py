@@ -35,4 +35,23 @@ def run_copies(args) -> list[dict]:
         print(f"copy {r['copy']}: {r['mean_return']:.2f} ± {r['std_return']:.2f}")
     print(f"over {args.copies} copies: {summary['mean_of_means']:.2f} ± {summary['std_of_means']:.2f} "
           f"(written to {out / 'copies_summary.json'})")
+    write_copies_report(out)
     return results
+
+
+def write_copies_report(out: Path) -> None:
+    """The comparison page of the copies (rl/report), after their results are safe in copies_summary.json: a report
+    that fails to draw costs one line on stderr, never the copies' results or the exit status."""
+    import sys
+
+    from rl.errors import first_line
+
+    try:
+        from rl.report import write_report
+
+        write_report([out], out / "report", quiet=True)
+    except Exception as exc:  # the copies are done and saved; the report is a view of them
+        print(f"report not written: {type(exc).__name__}: {first_line(exc, 300)} (retry with python -m rl.report "
+              f"{out} --output {out / 'report'})", file=sys.stderr)
+        return
+    print(f"report of the copies: {out / 'report' / 'index.html'}", flush=True)

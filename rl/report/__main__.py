@@ -1,0 +1,44 @@
+"""CLI: `python -m rl.report RUN_OR_FOLDER... --output report/`. A user's mistake (a bad path, no runs) is one
+`error:` line on stderr and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rl.errors import ConfigError, first_line
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m rl.report", description=(
+        "Compare runs written by train.py: learning curves, IQM/median/mean with stratified-bootstrap intervals "
+        "(rliable), human-normalised Atari scores and published reference scores, in OUTPUT/index.html and "
+        "OUTPUT/summary.json."))
+    p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_FOLDER",
+                   help="a run folder, a folder of copy_<i> or trial_<i> runs, or a folder of several of those")
+    p.add_argument("--output", type=Path, default=Path("report"), help="folder for the page (default: report)")
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replications for the intervals (default 2000)")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from rl.report import write_report
+
+    try:
+        if args.reps < 100:
+            raise ConfigError(f"--reps must be at least 100 for a 95% interval, got {args.reps}")
+        write_report(args.paths, args.output, quiet=args.quiet, reps=args.reps)
+    except ConfigError as exc:
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # an output folder that cannot be written, a file that vanished while read
+        print(f"error: {exc.filename or ''}: {exc.strerror or first_line(exc)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""write_report: run folders in, `index.html`, `summary.json` and the figures out.
+
+Everything the page shows is computed once into the summary dict (the numbers), then drawn and written from it, so
+the JSON and the page cannot disagree.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from rl.errors import ConfigError
+from rl.report import scores
+from rl.report.lines import Line, group_lines
+from rl.report.runs import Run, read_runs
+
+TRAIN_LABELS = {"game_score_mean": "training game score (whole games, unclipped)",
+                "episode_return_mean": "training episode return (last 100 episodes)"}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "env"
+
+
+def _num(value):
+    return None if value is None or not np.isfinite(value) else float(value)
+
+
+def _run_summary(run: Run, line: Line) -> dict:
+    final, final_step, source = run.final_score()
+    best, best_step = run.best_score()
+    refs = scores.references_for(run.hparams_set, run.hparams)
+    ref = refs[0] if refs else None
+    return {
+        "name": run.name, "path": str(run.path), "line": line.label, "hparams_set": run.hparams_set,
+        "env": run.env, "seed": run.seed, "status": run.status(), "env_steps": run.last_step,
+        "train_steps": run.train_steps, "wall_time_s": run.wall_time_s, "final_score": final,
+        "final_step": final_step, "final_source": source, "best_score": best, "best_step": best_step,
+        "human_normalized_final": None if final is None else scores.human_normalized(run.env, final),
+        "reference": ref, "reached_final": scores.reached(final, ref) if ref else None,
+        "reached_best": scores.reached(best, ref) if ref else None, "notes": run.notes,
+    }
+
+
+def _curves(line: Line, reps: int) -> tuple[dict, dict]:
+    from rl.report.plots import PANELS
+    from rl.report.stats import mean_curve
+
+    runs, means = {}, {}
+    for score, x in PANELS:
+        key = f"{score}/{x}"
+        runs[key] = [run.curve(score, x) for run in line.runs]
+        means[key] = mean_curve(runs[key], reps=reps)
+    return runs, means
+
+
+def _lists(curve: dict | None) -> dict | None:
+    return None if curve is None else {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
+
+
+def _score_matrix(columns: list[list[float]]) -> tuple[np.ndarray, int]:
+    """Columns (one per task) of run scores -> a (runs x tasks) matrix, cut to the fewest runs of any task (rliable's
+    stratified bootstrap needs the same count per task); returns it and how many scores were cut."""
+    fewest = min(len(c) for c in columns)
+    return np.array([c[:fewest] for c in columns], dtype=float).T, sum(len(c) - fewest for c in columns)
+
+
+def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
+    """The summary dict (numbers only, JSON-ready), the lines, and the curves for drawing."""
+    lines = group_lines(runs)
+    notes: list[str] = []
+    run_rows, line_rows, drawn = [], [], {}
+    for line in lines:
+        rows = [_run_summary(run, line) for run in line.runs]
+        run_rows += rows
+        finals = [r["final_score"] for r in rows if r["final_score"] is not None]
+        refs = scores.references_for(line.hparams_set, line.runs[0].hparams)
+        runs_xy, means = _curves(line, reps=1000)
+        drawn[line.label] = {"runs": runs_xy, "mean": means}
+        line_rows.append({
+            "label": line.label, "method": line.method, "hparams_set": line.hparams_set, "env": line.env,
+            "settings": line.settings, "runs": [r.name for r in line.runs], "copies": len(line.runs),
+            "scored_copies": len(finals), "finished_copies": sum(r.finished for r in line.runs),
+            "final_mean": _num(np.mean(finals)) if finals else None,
+            "final_std": _num(np.std(finals)) if finals else None,
+            "best_mean": _num(np.mean([r["best_score"] for r in rows if r["best_score"] is not None]))
+            if finals else None,
+            "human_normalized_final_mean": scores.human_normalized(line.env, float(np.mean(finals)))
+            if finals else None,
+            "references": refs, "reached_final": sum(bool(r["reached_final"]) for r in rows) if refs else None,
+            "curves": {k: _lists(v) for k, v in means.items()},
+        })
+        if len(line.runs) == 1:
+            notes.append(f"{line.label}: one run, so no band and a zero-width interval (use --copies N)")
+    spaces = []
+    for env in dict.fromkeys(line.env for line in lines):  # per game, on raw final scores
+        members = [(line, row) for line, row in zip(lines, line_rows) if line.env == env]
+        matrix = {row["label"]: np.array([[r["final_score"]] for r in run_rows
+                                          if r["line"] == row["label"] and r["final_score"] is not None])
+                  for _, row in members}
+        matrix = {k: v for k, v in matrix.items() if len(v)}
+        if matrix:
+            spaces.append(_space(env, f"final evaluation return on {env}", matrix, reps, profile=len(matrix) > 1))
+    atari = [(line, row) for line, row in zip(lines, line_rows) if scores.human_normalized(line.env, 0.0) is not None]
+    if len({line.env for line, _ in atari}) > 1:  # several games: human-normalised, across games
+        by_method: dict[str, dict[str, list[float]]] = {}
+        for line, row in atari:
+            hns = [r["human_normalized_final"] for r in run_rows if r["line"] == row["label"]
+                   and r["human_normalized_final"] is not None]
+            if hns:
+                by_method.setdefault(line.method, {})[line.env] = hns
+        matrix = {}
+        for method, games in by_method.items():
+            matrix[method], cut = _score_matrix(list(games.values()))
+            if cut:
+                notes.append(f"{method}: its games have different numbers of copies; {cut} score(s) left out of the "
+                             f"aggregates across games (the stratified bootstrap needs the same count per game)")
+        if len({tuple(sorted(g)) for g in by_method.values()}) > 1:
+            notes.append("the methods in the Atari aggregates were run on different games: compare with care")
+        if matrix:
+            spaces.append(_space("atari", "human-normalised final score, across Atari games", matrix, reps,
+                                 profile=True, games={m: sorted(g) for m, g in by_method.items()}))
+    summary = {"runs": run_rows, "lines": line_rows, "aggregates": spaces, "notes": notes}
+    return summary, lines, drawn
+
+
+def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: dict | None = None) -> dict:
+    from rl.report.stats import aggregates, performance_profiles
+
+    space = {"key": key, "title": title, "runs": {m: int(v.shape[0]) for m, v in matrix.items()},
+             "methods": aggregates(matrix, reps=reps), "games": games, "profile": None}
+    if profile:
+        prof = performance_profiles(matrix, reps=reps)
+        space["profile"] = {"tau": prof["tau"].tolist(),
+                            "profiles": {m: v.tolist() for m, v in prof["profiles"].items()},
+                            "bands": {m: np.asarray(v).tolist() for m, v in prof["bands"].items()}}
+    return space
+
+
+def draw(summary: dict, lines: list[Line], drawn: dict, output: Path) -> dict:
+    """Every figure, into `output`; returns {what: [file names]} and records it in the summary."""
+    from rl.report import plots
+
+    colour = dict(zip([line.label for line in lines], plots.colours(len(lines))))
+    method_colour = {}
+    for line in lines:
+        method_colour.setdefault(line.method, colour[line.label])
+    figures: dict[str, dict] = {"curves": {}, "aggregates": {}, "profiles": {}}
+    by_label = {row["label"]: row for row in summary["lines"]}
+    for env in dict.fromkeys(line.env for line in lines):
+        members = [line for line in lines if line.env == env]
+        if len(members) > plots.MAX_LINES:
+            members.sort(key=lambda ln: -(by_label[ln.label]["final_mean"] or -np.inf))
+            summary["notes"].append(f"{env}: {len(members)} lines; the curves show the {plots.MAX_LINES} with the "
+                                    f"best final score, the tables all of them")
+            members = members[:plots.MAX_LINES]
+        train_columns = {run.train_score_column for line in members for run in line.runs} - {None}
+        train_label = TRAIN_LABELS["game_score_mean" if "game_score_mean" in train_columns else "episode_return_mean"]
+        references: dict[float, list[str]] = {}
+        for line in members:
+            refs = by_label[line.label]["references"]
+            if refs:
+                ref = refs[0]
+                references.setdefault(ref["mean"], []).append(f"{ref['source']} {ref['algo']}")
+        marks = [(value, f"reference {value:g} ({', '.join(dict.fromkeys(who))})") for value, who in references.items()]
+        fig = plots.curves_figure(env, [{"label": line.label, "colour": colour[line.label], **drawn[line.label]}
+                                        for line in members], train_label, marks)
+        figures["curves"][env] = plots.save(fig, output, f"curves_{_slug(env)}")
+    for space in summary["aggregates"]:
+        stem = _slug(space["key"])
+        colours = method_colour if space["key"] == "atari" else colour
+        fig = plots.intervals_figure(space["title"], space["methods"], ("IQM", "median", "mean"), colours)
+        figures["aggregates"][space["key"]] = plots.save(fig, output, f"aggregates_{stem}")
+        if space["profile"]:
+            prof = {"tau": np.array(space["profile"]["tau"]),
+                    "profiles": {m: np.array(v) for m, v in space["profile"]["profiles"].items()},
+                    "bands": {m: np.array(v) for m, v in space["profile"]["bands"].items()}}
+            xlabel = "human-normalised score (tau)" if space["key"] == "atari" else f"final return on {space['key']}"
+            figures["profiles"][space["key"]] = plots.save(
+                plots.profile_figure(space["title"], xlabel, prof, colours), output, f"profile_{stem}")
+    summary["figures"] = figures
+    return figures
+
+
+def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int = 2000) -> dict:
+    """Read the runs under `paths`, write `output/index.html`, `output/summary.json` and the figures; return the
+    summary. No runs at all, a path that does not exist or an output that is a file: ConfigError."""
+    from rl.report.page import write_page
+
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ConfigError("give at least one run or folder of runs")
+    runs, notes = read_runs(paths)
+    if not runs:
+        raise ConfigError(f"no runs found in {', '.join(str(p) for p in paths)} (a run folder holds hparams.json "
+                          f"and progress.csv, as train.py writes them)")
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"--output {output} is a file, not a folder")
+    output.mkdir(parents=True, exist_ok=True)
+    summary, lines, drawn = compute(runs, reps=reps)
+    summary = {"generated": datetime.datetime.now().isoformat(timespec="seconds"),
+               "inputs": [str(p) for p in paths], **summary, "notes": notes + summary["notes"],
+               "reference_sources": scores.SOURCES}
+    draw(summary, lines, drawn, output)
+    (output / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False, default=_json_default))
+    write_page(summary, output / "index.html")
+    if not quiet:
+        print(f"report of {len(runs)} run(s) in {len(lines)} line(s): {output / 'index.html'}", flush=True)
+    return summary
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

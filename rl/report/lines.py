@@ -1,0 +1,71 @@
+"""Grouping runs into lines: the runs that differ only in their seed are copies of one setting and make one line.
+
+A line is (hparams set, env, the settings that differ between runs of that set); a method is the same without the
+env, so one method trained on several games is one entry of the aggregates across games.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rl.report.runs import Run
+
+PER_RUN_KEYS = {"seed", "env", "env_type"}  # differ between copies or follow the env: never make a line of their own
+
+
+def _value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ",".join(_value(v) for v in value) + "]"
+    return str(value)
+
+
+@dataclass
+class Line:
+    """The copies of one setting on one env."""
+
+    hparams_set: str
+    env: str
+    settings: dict  # the settings that set this line apart from other runs of its set
+    runs: list[Run] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def method(self) -> str:
+        """The line's name without its env: one entry across games in the aggregates."""
+        return " ".join([self.hparams_set] + [f"{k}={_value(v)}" for k, v in sorted(self.settings.items())])
+
+
+def _differing(runs: list[Run]) -> list[str]:
+    keys = sorted({k for r in runs for k in r.hparams} - PER_RUN_KEYS)
+    return [k for k in keys if len({repr(r.hparams.get(k)) for r in runs}) > 1]
+
+
+def group_lines(runs: list[Run]) -> list[Line]:
+    """Runs -> lines, in the order their first runs came, each with a readable label: the set, the env where the
+    set was run on several, the differing settings, and the folder where a line is one run of a search."""
+    by_set: dict[str, list[Run]] = {}
+    for run in runs:
+        by_set.setdefault(run.hparams_set, []).append(run)
+    lines: dict[tuple, Line] = {}
+    for name, members in by_set.items():
+        keys = _differing(members)
+        several_envs = len({r.env for r in members}) > 1
+        for run in members:
+            settings = {k: run.hparams.get(k) for k in keys}
+            key = (name, run.env, repr(sorted(settings.items())))
+            if key not in lines:
+                lines[key] = Line(name, run.env, settings)
+                lines[key].label = " ".join([name] + ([f"on {run.env}"] if several_envs else [])
+                                            + [f"{k}={_value(v)}" for k, v in settings.items()])
+            lines[key].runs.append(run)
+    result = list(lines.values())
+    for line in result:  # a search's trial is one run: its folder name finds it in the study
+        if len(line.runs) == 1 and line.settings and line.runs[0].path.name.startswith("trial_"):
+            line.label += f" ({line.runs[0].path.name})"
+    labels = [line.label for line in result]
+    for line in result:  # the same set and settings in two unrelated places: keep them apart by name
+        if labels.count(line.label) > 1:
+            line.label += f" ({line.runs[0].name})"
+    return result

@@ -1,0 +1,157 @@
+"""index.html: one self-contained page over the summary: notes first, then the lines, curves, aggregates and runs.
+
+No server and no scripts: the figures sit beside the page and are referenced relatively, so the folder can be copied,
+zipped or opened from a file browser; every table is plain HTML built from the same summary as summary.json.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1300px; color: #222; padding: 0 1em; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.yes { color: #1a7f37; font-weight: 600; } .no { color: #b42318; } .muted { color: #777; }
+.notes li { margin: 0.15em 0; } img { max-width: 100%; border: 1px solid #eee; }
+"""
+
+
+def esc(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
+    return str(value)
+
+
+def interval(result: dict) -> str:
+    return f"{fmt(result['value'])} [{fmt(result['low'])}, {fmt(result['high'])}]"
+
+
+def table(header: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
+    """Cells are HTML already (escaped by the caller)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r))
+                   + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def yes_no(value) -> str:
+    if value is None:
+        return "<span class=muted>–</span>"
+    return "<span class=yes>yes</span>" if value else "<span class=no>no</span>"
+
+
+def figure(names: list[str], alt: str) -> str:
+    png, svg = names
+    return (f'<figure><img src="{esc(png)}" alt="{esc(alt)}"><figcaption class=muted>{esc(alt)} '
+            f'(<a href="{esc(svg)}">SVG</a>)</figcaption></figure>')
+
+
+def notes_section(summary: dict) -> str:
+    items = [esc(n) for n in summary["notes"]]
+    items += [f"<b>{esc(r['name'])}</b>: {esc(n)}" for r in summary["runs"] for n in r["notes"]]
+    if not items:
+        return ""
+    return "<h2>Notes</h2><ul class=notes>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _iqm_of(summary: dict, label: str) -> str:
+    for space in summary["aggregates"]:
+        if space["key"] != "atari" and label in space["methods"]:
+            return interval(space["methods"][label]["IQM"])
+    return "–"
+
+
+def lines_section(summary: dict) -> str:
+    rows = []
+    atari = any(line["human_normalized_final_mean"] is not None for line in summary["lines"])
+    for line in summary["lines"]:
+        ref = line["references"][0] if line["references"] else None
+        final = ("–" if line["final_mean"] is None
+                 else f"{fmt(line['final_mean'])} ± {fmt(line['final_std'], 3)}")
+        row = [esc(line["label"]), esc(line["env"]), f"{line['copies']} ({line['finished_copies']} finished)",
+               final, _iqm_of(summary, line["label"]), fmt(line["best_mean"]),
+               "–" if ref is None else f"{fmt(ref['mean'])} ± {fmt(ref['std'], 3)} <span class=muted>"
+                                       f"({esc(ref['source_name'])}, {esc(ref['where'])}; {fmt(ref['steps'])} steps; "
+                                       f"{esc(ref['match'])})</span>",
+               "–" if ref is None else f"{line['reached_final']} of {line['scored_copies']}"]
+        if atari:
+            row.append(fmt(line["human_normalized_final_mean"]))
+        rows.append(row)
+    header = ["line", "env", "copies", "final score (mean ± std over copies)", "IQM [95% CI]", "best (mean)",
+              "published reference", "copies reaching it"] + (["human-normalised final"] if atari else [])
+    return ("<h2>Lines</h2><p>Runs that differ only in their seed are copies of one line. Final score: the evaluation "
+            "at the end of training (eval.json), or the latest evaluation of an unfinished run. A run reaches the "
+            "reference when its score is at least the reference mean minus its std.</p>"
+            + table(header, rows, {3, 4, 5}))
+
+
+def curves_section(summary: dict) -> str:
+    parts = ["<h2>Learning curves</h2><p>Evaluation: the greedy evaluation return logged at each evaluation. Training: "
+             "the mean return of the last 100 training episodes (on Atari the whole-game score). The mean over "
+             "copies is drawn where every copy has data, with a 95% percentile-bootstrap band over copies.</p>"]
+    for env, names in summary["figures"]["curves"].items():
+        parts.append(f"<h3>{esc(env)}</h3>" + figure(names, f"learning curves on {env}"))
+    return "".join(parts)
+
+
+def aggregates_section(summary: dict) -> str:
+    if not summary["aggregates"]:
+        return ""
+    parts = ["<h2>Aggregates (rliable)</h2><p>IQM: the mean of the middle 50% of all runs' final scores; median and "
+             "mean: of the per-game means. Intervals: 95% stratified bootstrap over runs (Agarwal et al. 2021). "
+             "Games other than Atari have no shared normalisation here, so they are aggregated per game.</p>"]
+    for space in summary["aggregates"]:
+        rows = [[esc(m), str(space["runs"][m])] + [interval(r[name]) for name in ("IQM", "median", "mean")]
+                + ([esc(", ".join(space["games"][m]))] if space["games"] else [])
+                for m, r in space["methods"].items()]
+        header = ["method", "runs", "IQM [95% CI]", "median [95% CI]", "mean [95% CI]"] + (
+            ["games"] if space["games"] else [])
+        parts.append(f"<h3>{esc(space['title'])}</h3>" + table(header, rows, {1, 2, 3, 4}))
+        parts.append(figure(summary["figures"]["aggregates"][space["key"]], f"aggregates: {space['title']}"))
+        if space["key"] in summary["figures"]["profiles"]:
+            parts.append(figure(summary["figures"]["profiles"][space["key"]], f"performance profile: {space['title']}"))
+    return "".join(parts)
+
+
+def runs_section(summary: dict) -> str:
+    rows = []
+    for r in summary["runs"]:
+        ref = r["reference"]
+        steps = f"{r['env_steps']}" + (f" of {r['train_steps']}" if r["train_steps"] else "")
+        rows.append([esc(r["name"]), esc(r["line"]), esc(r["seed"]), esc(r["status"]), steps, fmt(r["wall_time_s"]),
+                     f"{fmt(r['final_score'])} <span class=muted>({esc(r['final_source'])})</span>",
+                     f"{fmt(r['best_score'])}" + (f" <span class=muted>at {r['best_step']}</span>"
+                                                  if r["best_step"] is not None else ""),
+                     "–" if ref is None else f"{fmt(ref['mean'])} <span class=muted>({esc(ref['source'])})</span>",
+                     yes_no(r["reached_final"]), yes_no(r["reached_best"]), fmt(r["human_normalized_final"])])
+    header = ["run", "line", "seed", "status", "agent steps", "wall time (s)", "final score", "best score",
+              "reference", "final reached", "best reached", "human-normalised final"]
+    return "<h2>Runs</h2>" + table(header, rows, {4, 5, 6, 7, 8})
+
+
+def sources_section(summary: dict) -> str:
+    items = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in summary["reference_sources"].items())
+    return ("<h2>Sources</h2><ul>" + items + "<li>Atari random and human scores: DQN Zoo's atari_data.py "
+            "(human-normalised = (score − random) / (human − random))</li></ul><p class=muted>All numbers are in "
+            "<a href=\"summary.json\">summary.json</a>.</p>")
+
+
+def write_page(summary: dict, path: Path) -> None:
+    inputs = ", ".join(esc(p) for p in summary["inputs"])
+    body = (f"<h1>Run comparison</h1><p class=muted>{len(summary['runs'])} run(s) in {len(summary['lines'])} line(s) "
+            f"from {inputs}; generated {esc(summary['generated'])} by <code>python -m rl.report</code>.</p>"
+            + notes_section(summary) + lines_section(summary) + curves_section(summary)
+            + aggregates_section(summary) + runs_section(summary) + sources_section(summary))
+    path.write_text(f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>Run comparison</title>"
+                    f"<style>{STYLE}</style></head><body>{body}</body></html>\n")

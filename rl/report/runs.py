@@ -1,0 +1,266 @@
+"""Reading the run folders that train.py writes (rl/run.py, rl/logger.py): what each run is, its curves and its scores.
+
+A run folder holds `hparams.json` (the set, the resolved settings, the flags), `progress.csv` (one row per log
+interval; a new column rewrites the header; evaluation columns are blank on rows without an evaluation) and, once
+training finished, `eval.json`. Folders are read as they are found, in the middle of a run or after a crash, so
+everything here tolerates a half-written file and says what it skipped in the run's `notes` instead of failing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rl.errors import ConfigError
+
+SKIP_DIRS = {"checkpoints", "videos", "report", "__pycache__"}  # never runs: not worth walking into
+TRAIN_SCORE_COLUMNS = ("game_score_mean", "episode_return_mean")  # Atari's whole-game score first, when logged
+
+
+def natural_key(text: str) -> list:
+    """`copy_2` before `copy_10`."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def is_run(folder: Path) -> bool:
+    return (folder / "hparams.json").is_file() or (folder / "progress.csv").is_file()
+
+
+def find_runs(path: Path) -> list[Path]:
+    """The run folders in `path`: the path itself when it is a run, otherwise every run below it (a folder of
+    `copy_<i>` or `trial_<i>` runs, or a folder of several runs or copy-folders), in natural order."""
+    if not path.exists():
+        raise ConfigError(f"no such run or folder: {path}")
+    if not path.is_dir():
+        raise ConfigError(f"{path} is a file: give a run folder (it holds hparams.json) or a folder of runs")
+    if is_run(path):
+        return [path]
+    found = []
+    for root, dirs, _ in os.walk(path):
+        folder = Path(root)
+        if folder != path and is_run(folder):
+            found.append(folder)
+            dirs[:] = []
+            continue
+        dirs[:] = sorted((d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")), key=natural_key)
+    return sorted(found, key=lambda p: natural_key(str(p)))
+
+
+@dataclass
+class Run:
+    """One run folder, read."""
+
+    path: Path
+    name: str  # the path as the report shows it: relative to the parent of the path it was found under
+    hparams_set: str
+    hparams: dict
+    columns: dict[str, np.ndarray]  # progress.csv as float columns (NaN where blank), wall time made cumulative
+    final: dict | None  # eval.json, when training finished (or an evaluation run wrote it)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def env(self) -> str:
+        return str(self.hparams.get("env", "unknown env"))
+
+    @property
+    def agent(self) -> str:
+        return str(self.hparams.get("agent", ""))
+
+    @property
+    def seed(self):
+        return self.hparams.get("seed")
+
+    @property
+    def train_steps(self) -> int | None:
+        return self.hparams.get("train_steps")
+
+    @property
+    def last_step(self) -> int:
+        steps = self.columns.get("env_steps")
+        return int(steps[-1]) if steps is not None and len(steps) else 0
+
+    @property
+    def wall_time_s(self) -> float | None:
+        wall = self.columns.get("wall_time_s")
+        return float(wall[-1]) if wall is not None and len(wall) else None
+
+    @property
+    def finished(self) -> bool:
+        return self.final is not None
+
+    @property
+    def train_score_column(self) -> str | None:
+        for name in TRAIN_SCORE_COLUMNS:
+            if name in self.columns and np.isfinite(self.columns[name]).any():
+                return name
+        return None
+
+    def curve(self, score: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of the evaluation (`score="eval"`) or training (`"train"`) score against `x` (`env_steps` or
+        `wall_time_s`), rows without that score left out and one point per x (the later row wins)."""
+        name = "eval_return_mean" if score == "eval" else self.train_score_column
+        if name is None or name not in self.columns or x not in self.columns:
+            return np.zeros(0), np.zeros(0)
+        xs, ys = self.columns[x], self.columns[name]
+        keep = np.isfinite(xs) & np.isfinite(ys)
+        xs, ys = xs[keep], ys[keep]
+        last = np.r_[xs[1:] != xs[:-1], True] if len(xs) else np.zeros(0, bool)  # the final row repeats its step
+        return xs[last], ys[last]
+
+    @property
+    def evaluations(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.curve("eval")
+
+    def final_score(self) -> tuple[float | None, int | None, str]:
+        """(score, at step, where from): eval.json's mean return, else the last periodic evaluation."""
+        if self.final is not None and self.final.get("mean_return") is not None:
+            return float(self.final["mean_return"]), self.final.get("env_steps"), "eval.json"
+        steps, values = self.evaluations
+        if len(values):
+            return float(values[-1]), int(steps[-1]), "last evaluation in progress.csv"
+        return None, None, "no evaluation yet"
+
+    def best_score(self) -> tuple[float | None, int | None]:
+        """The best evaluation: the highest periodic or final mean return (and the one eval.json's `best` kept)."""
+        candidates = [(float(v), int(s)) for s, v in zip(*self.evaluations)]
+        final, step, _ = self.final_score()
+        if final is not None:
+            candidates.append((final, step))
+        best = (self.final or {}).get("best") or {}
+        if best.get("mean_return") is not None:
+            candidates.append((float(best["mean_return"]), best.get("step")))
+        if not candidates:
+            return None, None
+        return max(candidates, key=lambda c: c[0])
+
+    def status(self) -> str:
+        if self.final is not None:
+            return "finished"
+        if not len(self.columns.get("env_steps", ())):
+            return "not started"
+        return "unfinished"
+
+
+def _read_json(path: Path, notes: list[str]) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        notes.append(f"{path.name} could not be read ({type(exc).__name__}); left out")
+        return None
+    if not isinstance(data, dict):
+        notes.append(f"{path.name} does not hold an object; left out")
+        return None
+    return data
+
+
+def read_progress(path: Path, notes: list[str]) -> dict[str, np.ndarray]:
+    """progress.csv as float columns. A last line without its newline is a row being written (or cut off) and is
+    left out; so is a row that does not parse. A resumed run logs again from its last checkpoint: where env_steps
+    goes back, the later rows win, and its wall clock (restarted by the new process) is continued from there."""
+    if not path.is_file():
+        return {}
+    text = path.read_text(errors="replace")
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        notes.append("progress.csv: the last line is cut off (being written, or the run was stopped); left out")
+    records = list(csv.reader(io.StringIO(text)))
+    if not records:
+        return {}
+    header, body = records[0], records[1:]
+    rows, bad = [], 0
+    for record in body:
+        try:
+            if len(record) != len(header):
+                raise ValueError
+            rows.append([float(v) if v.strip() else np.nan for v in record])
+        except ValueError:
+            bad += 1
+    if bad:
+        notes.append(f"progress.csv: {bad} malformed row(s) left out")
+    if "env_steps" not in header:
+        notes.append("progress.csv has no env_steps column; left out")
+        return {}
+    table = np.array(rows, dtype=float).reshape(len(rows), len(header))
+    table = table[np.isfinite(table[:, header.index("env_steps")])]
+    table = _after_resumes(table, header)
+    return {name: table[:, i] for i, name in enumerate(header)}
+
+
+def _after_resumes(table: np.ndarray, header: list[str]) -> np.ndarray:
+    step_col = header.index("env_steps")
+    wall_col = header.index("wall_time_s") if "wall_time_s" in header else None
+    kept: list[np.ndarray] = []
+    offset = 0.0
+    for row in table:
+        row = row.copy()
+        if kept and row[step_col] < kept[-1][step_col]:  # a resume: drop the rows it logs again
+            while kept and kept[-1][step_col] >= row[step_col]:
+                kept.pop()
+            if wall_col is not None:
+                offset = kept[-1][wall_col] if kept else 0.0
+        elif wall_col is not None and kept and row[wall_col] + offset < kept[-1][wall_col]:
+            offset = kept[-1][wall_col]  # a resume from the same step: the clock restarted
+        if wall_col is not None:
+            row[wall_col] += offset
+        kept.append(row)
+    return np.array(kept).reshape(len(kept), len(header))
+
+
+def read_run(folder: Path, name: str) -> Run:
+    notes: list[str] = []
+    record = _read_json(folder / "hparams.json", notes) or {}
+    if not (folder / "hparams.json").is_file():
+        notes.append("no hparams.json: its set and settings are unknown")
+    hparams = record.get("hparams") if isinstance(record.get("hparams"), dict) else {}
+    columns = read_progress(folder / "progress.csv", notes)
+    final = _read_json(folder / "eval.json", notes)
+    run = Run(folder, name, str(record.get("hparams_set") or "unknown set"), hparams, columns, final, notes)
+    if not (folder / "progress.csv").is_file():
+        notes.append("no progress.csv yet: nothing logged")
+    if final is None and len(columns.get("env_steps", ())):
+        age = time.time() - (folder / "progress.csv").stat().st_mtime
+        target = f" of {run.train_steps}" if run.train_steps else ""
+        notes.append(f"unfinished: no eval.json; at step {run.last_step}{target}, progress.csv last written "
+                     f"{_age(age)} ago (in progress, or stopped)")
+    if final is not None and final.get("mode") == "test":
+        notes.append("eval.json is from an evaluation run (--training False), not the end of training")
+    if not len(run.evaluations[0]) and final is None:
+        notes.append("no evaluation yet: only training scores")
+    return run
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def read_runs(paths: list[Path]) -> tuple[list[Run], list[str]]:
+    """Every run under `paths`, and a note for each path that held none."""
+    runs, notes, seen = [], [], set()
+    for path in paths:
+        path = Path(path)
+        folders = find_runs(path)
+        if not folders:
+            notes.append(f"{path}: no runs found (a run folder holds hparams.json and progress.csv)")
+        base = path.resolve().parent
+        for folder in folders:
+            real = folder.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            name = str(real.relative_to(base)) if real.is_relative_to(base) else str(folder)
+            runs.append(read_run(folder, name))
+    return runs, notes

@@ -1,0 +1,99 @@
+"""The numbers: mean curves over copies with a bootstrap band, and rliable's aggregates with stratified-bootstrap
+intervals (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice", arXiv 2108.13264).
+
+A few copies give a wide interval, and the page should say so rather than hide it: IQM (the mean of the middle 50%
+of all runs' scores) is robust to one outlying copy, where a mean of three is not.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from rl.errors import ConfigError
+
+CONFIDENCE = 0.95
+MAX_CURVE_POINTS = 300  # curves are drawn, not read point by point: enough for a smooth line, cheap to bootstrap
+
+
+def bootstrap_band(values: np.ndarray, reps: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of the mean over runs at each point: `values` is (runs, points); runs are
+    resampled with replacement. One run gives a band of zero width."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[0]
+    if n == 1:
+        return values[0].copy(), values[0].copy()
+    rng = np.random.default_rng(seed)
+    low, high = np.empty(values.shape[1]), np.empty(values.shape[1])
+    chunk = max(1, 2_000_000 // max(values.size, 1))  # bounded memory for many runs x points
+    for start in range(0, values.shape[1], chunk):
+        part = values[:, start:start + chunk]
+        means = part[rng.integers(0, n, (reps, n))].mean(axis=1)  # (reps, points)
+        alpha = (1 - CONFIDENCE) / 2 * 100
+        low[start:start + chunk], high[start:start + chunk] = np.percentile(means, [alpha, 100 - alpha], axis=0)
+    return low, high
+
+
+def mean_curve(curves: list[tuple[np.ndarray, np.ndarray]], reps: int = 1000) -> dict | None:
+    """The mean of several runs' curves with a bootstrap band, on the x where every run has data (from the latest
+    first point to the earliest last point), each run linearly interpolated there. None when they do not overlap."""
+    curves = [(x, y) for x, y in curves if len(x)]
+    if not curves:
+        return None
+    start, end = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
+    if start > end:
+        return None
+    grid = np.unique(np.concatenate([x[(x >= start) & (x <= end)] for x, _ in curves]))
+    if len(grid) > MAX_CURVE_POINTS:
+        grid = np.unique(np.r_[grid[np.linspace(0, len(grid) - 1, MAX_CURVE_POINTS).round().astype(int)], end])
+    values = np.stack([np.interp(grid, x, y) for x, y in curves])
+    low, high = bootstrap_band(values, reps)
+    return {"x": grid, "mean": values.mean(axis=0), "low": low, "high": high, "runs": len(curves)}
+
+
+AGGREGATES = ("IQM", "median", "mean")
+
+
+def _rliable():
+    """rliable's library module; a broken install (arch < 8 with pandas >= 3 fails to import) is one line."""
+    try:
+        from rliable import library
+    except Exception as exc:  # any import failure of a dependency means the same to the user
+        raise ConfigError(f"rliable cannot be imported ({type(exc).__name__}: {exc}); rliable 1.2 needs arch < 8, "
+                          f"which needs pandas < 3: pip install 'pandas<3'") from None
+    return library
+
+
+def _aggregate_all(scores: np.ndarray) -> np.ndarray:
+    from rliable import metrics
+
+    return np.array([metrics.aggregate_iqm(scores), metrics.aggregate_median(scores), metrics.aggregate_mean(scores)])
+
+
+def aggregates(score_dict: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> dict[str, dict]:
+    """IQM, median and mean (rliable's metrics: the median and mean are of the per-task means) of each method's
+    (runs x tasks) score matrix, with stratified-bootstrap 95% intervals: runs are resampled within each task."""
+    rly = _rliable()
+    result = {}
+    for method, scores in score_dict.items():  # one at a time, each with the same seed: adding a method moves no other
+        with warnings.catch_warnings():  # arch wants a Generator; rliable 1.2 passes a RandomState
+            warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
+            point, interval = rly.get_interval_estimates({method: np.asarray(scores, dtype=float)}, _aggregate_all,
+                                                         reps=reps, random_state=np.random.RandomState(seed))
+        result[method] = {name: {"value": float(point[method][i]), "low": float(interval[method][0][i]),
+                                 "high": float(interval[method][1][i])} for i, name in enumerate(AGGREGATES)}
+    return result
+
+
+def performance_profiles(score_dict: dict[str, np.ndarray], points: int = 101, reps: int = 2000) -> dict:
+    """rliable's performance profile (the fraction of runs, over all tasks, scoring above tau) with 95% bands, on
+    a tau grid that spans every score."""
+    rly = _rliable()
+    every = np.concatenate([np.ravel(s) for s in score_dict.values()])
+    low, high = float(every.min()), float(every.max())
+    pad = (high - low) * 0.02 or max(abs(high) * 0.02, 1e-3)
+    taus = np.linspace(low - pad, high + pad, points)
+    profile, bands = rly.create_performance_profile({k: np.asarray(v, float) for k, v in score_dict.items()}, taus,
+                                                    reps=reps)
+    return {"tau": taus, "profiles": profile, "bands": bands}
