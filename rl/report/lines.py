@@ -38,8 +38,10 @@ class Line:
 
 
 def _differing(runs: list[Run]) -> list[str]:
+    """Settings with more than one value among the runs that have them (a setting added to the code later is missing
+    from older runs' hparams.json: that alone does not make two lines)."""
     keys = sorted({k for r in runs for k in r.hparams} - PER_RUN_KEYS)
-    return [k for k in keys if len({repr(r.hparams.get(k)) for r in runs}) > 1]
+    return [k for k in keys if len({repr(r.hparams[k]) for r in runs if k in r.hparams}) > 1]
 
 
 def group_lines(runs: list[Run]) -> list[Line]:
@@ -53,7 +55,7 @@ def group_lines(runs: list[Run]) -> list[Line]:
         keys = _differing(members)
         several_envs = len({r.env for r in members}) > 1
         for run in members:
-            settings = {k: run.hparams.get(k) for k in keys}
+            settings = {k: run.hparams[k] for k in keys if k in run.hparams}
             key = (name, run.env, repr(sorted(settings.items())))
             if key not in lines:
                 lines[key] = Line(name, run.env, settings)

@@ -203,13 +203,12 @@ def _after_resumes(table: np.ndarray, header: list[str]) -> np.ndarray:
     offset = 0.0
     for row in table:
         row = row.copy()
-        if kept and row[step_col] < kept[-1][step_col]:  # a resume: drop the rows it logs again
+        clock_restarted = wall_col is not None and kept and row[wall_col] + offset < kept[-1][wall_col]
+        if kept and (row[step_col] < kept[-1][step_col] or clock_restarted):  # a resume: drop what it logs again
             while kept and kept[-1][step_col] >= row[step_col]:
                 kept.pop()
-            if wall_col is not None:
+            if wall_col is not None:  # its clock started at the checkpoint, which came after the last row kept
                 offset = kept[-1][wall_col] if kept else 0.0
-        elif wall_col is not None and kept and row[wall_col] + offset < kept[-1][wall_col]:
-            offset = kept[-1][wall_col]  # a resume from the same step: the clock restarted
         if wall_col is not None:
             row[wall_col] += offset
         kept.append(row)

@@ -1,0 +1,270 @@
+"""rl.report on run folders written by hand with known numbers: curves, rliable's aggregates, human-normalised
+scores, reference rows, broken and partial folders, the page and summary.json; and one train.py --copies run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import trim_mean
+
+from rl.errors import ConfigError
+from rl.report import write_report
+from rl.report.__main__ import main as report_main
+from rl.report.build import compute
+from rl.report.runs import read_runs
+from rl.report.scores import ATARI_RANDOM_HUMAN, atari_game, human_normalized, references_for
+from rl.report.stats import aggregates
+
+
+def make_run(folder: Path, *, set_name: str = "ppo_cartpole", env: str = "CartPole-v1", seed: int = 0,
+             evals: dict | None = None, train: dict | None = None, final: float | None = None,
+             train_steps: int = 100, best: float | None = None, **hparams) -> Path:
+    """A run folder as train.py writes it: `evals` and `train` map env_steps to the evaluation and training score;
+    `final` writes eval.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    hp = {"agent": set_name.split("_")[0], "env": env, "seed": seed, "train_steps": train_steps, "lr": 1e-3,
+          **hparams}
+    (folder / "hparams.json").write_text(json.dumps({"hparams_set": set_name, "hparams": hp, "flags": {}}))
+    evals, train = evals or {}, train or {}
+    steps = sorted(set(evals) | set(train))
+    with open(folder / "progress.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["env_steps", "wall_time_s", "episode_return_mean", "eval_return_mean", "eval_return_std"])
+        for s in steps:
+            w.writerow([s, s / 10, train.get(s, ""), evals.get(s, ""), 0.0 if s in evals else ""])
+    if final is not None:
+        record = {"mode": "final_training_evaluation", "mean_return": final, "std_return": 0.0,
+                  "env_steps": train_steps}
+        if best is not None:
+            record["best"] = {"step": 50, "mean_return": best, "path": "x"}
+        (folder / "eval.json").write_text(json.dumps(record))
+    return folder
+
+
+def copies(root: Path, finals: list[float], **kwargs) -> Path:
+    for i, value in enumerate(finals):
+        make_run(root / f"copy_{i}", seed=i, final=value, evals={100: value}, train={100: value}, **kwargs)
+    return root
+
+
+def line_of(summary: dict, label: str) -> dict:
+    return next(line for line in summary["lines"] if line["label"] == label)
+
+
+def test_mean_curve_is_over_copies_with_a_bootstrap_band(tmp_path):
+    """Copies logged at different steps are interpolated to each other's steps, averaged per step over copies; two
+    copies give a 95% band from the lower to the higher one."""
+    make_run(tmp_path / "c" / "copy_0", seed=0, evals={10: 0.0, 20: 10.0}, train={10: 1.0, 20: 3.0})
+    make_run(tmp_path / "c" / "copy_1", seed=1, evals={10: 4.0, 15: 8.0, 20: 30.0}, train={10: 5.0, 20: 7.0})
+    summary, _, _ = compute(read_runs([tmp_path / "c"])[0], reps=200)
+    (line,) = summary["lines"]
+    curve = line["curves"]["eval/env_steps"]
+    assert curve["x"] == [10, 15, 20]
+    np.testing.assert_allclose(curve["mean"], [2.0, (5.0 + 8.0) / 2, 20.0])
+    np.testing.assert_allclose(curve["low"], [0.0, 5.0, 10.0])
+    np.testing.assert_allclose(curve["high"], [4.0, 8.0, 30.0])
+    np.testing.assert_allclose(line["curves"]["train/env_steps"]["mean"], [3.0, 5.0])
+    np.testing.assert_allclose(line["curves"]["eval/wall_time_s"]["x"], [1.0, 1.5, 2.0])
+
+
+def test_identical_copies_have_a_band_of_zero_width(tmp_path):
+    for i in range(3):
+        make_run(tmp_path / f"copy_{i}", seed=i, evals={10: 1.0, 20: 2.0})
+    curve = compute(read_runs([tmp_path])[0], reps=200)[0]["lines"][0]["curves"]["eval/env_steps"]
+    assert curve["low"] == curve["mean"] == curve["high"] == [1.0, 2.0]
+
+
+def test_iqm_is_the_trimmed_mean_of_the_scores_with_a_bracketing_interval(tmp_path):
+    finals = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 9.0, 100.0]  # IQM 4.5, median 4, mean 16
+    summary, _, _ = compute(read_runs([copies(tmp_path / "c", finals)])[0], reps=500)
+    (space,) = summary["aggregates"]
+    result = space["methods"]["ppo_cartpole"]
+    assert result["IQM"]["value"] == trim_mean(finals, 0.25) == 4.5
+    assert result["IQM"]["low"] < 4.5 < result["IQM"]["high"]
+    assert result["mean"]["value"] == pytest.approx(np.mean(finals))
+    assert result["median"]["value"] == pytest.approx(np.mean(finals))  # rliable's: the median of per-task means
+    assert space["runs"]["ppo_cartpole"] == 8
+
+
+def test_the_interval_shrinks_with_more_runs():
+    rng = np.random.default_rng(0)
+    few, many = rng.normal(size=(5, 1)), rng.normal(size=(80, 1))
+    result = aggregates({"few": few, "many": many}, reps=500)
+    width = {k: v["IQM"]["high"] - v["IQM"]["low"] for k, v in result.items()}
+    assert 0 < width["many"] < width["few"]
+    assert result["many"]["IQM"]["value"] == trim_mean(many, 0.25, axis=None)
+
+
+def test_iqm_across_atari_games_pools_human_normalised_scores(tmp_path):
+    pong, breakout = [-20.7, 14.6, -3.05, 14.6], [1.7, 30.5, 16.1, 59.3]  # HNS 0, 1, 0.5, 1 and 0, 1, 0.5, 2
+    copies(tmp_path / "pong", pong, set_name="ppo_atari", env="PongNoFrameskip-v4")
+    copies(tmp_path / "breakout", breakout, set_name="ppo_atari", env="ALE/Breakout-v5")
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=300)
+    atari = next(s for s in summary["aggregates"] if s["key"] == "atari")
+    hns = [0, 1, 0.5, 1, 0, 1, 0.5, 2]
+    assert atari["methods"]["ppo_atari"]["IQM"]["value"] == pytest.approx(trim_mean(hns, 0.25))
+    assert atari["games"] == {"ppo_atari": ["ALE/Breakout-v5", "PongNoFrameskip-v4"]}
+    assert atari["profile"] is not None
+    pong_line = line_of(summary, "ppo_atari on PongNoFrameskip-v4")
+    assert pong_line["human_normalized_final_mean"] == pytest.approx((np.mean(pong) + 20.7) / 35.3)
+
+
+def test_human_normalised_score_of_known_games():
+    assert human_normalized("PongNoFrameskip-v4", 14.6) == pytest.approx(1.0)
+    assert human_normalized("ALE/Pong-v5", -20.7) == pytest.approx(0.0)
+    assert human_normalized("ALE/MsPacman-v5", (307.3 + 6951.6) / 2) == pytest.approx(0.5)
+    assert human_normalized("CartPole-v1", 500.0) is None
+    assert atari_game("UpNDownNoFrameskip-v4") == "up_n_down" and atari_game("ALE/Jamesbond-v5") == "jamesbond"
+
+
+def test_all_57_games_map_from_their_gymnasium_and_ale_ids():
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    v4 = {atari_game(i) for i in gym.envs.registry if i.endswith("NoFrameskip-v4") and "-ram" not in i}
+    v5 = {atari_game(i) for i in gym.envs.registry if i.startswith("ALE/") and i.endswith("-v5") and "-ram" not in i}
+    assert len(ATARI_RANDOM_HUMAN) == 57
+    assert set(ATARI_RANDOM_HUMAN) <= v5
+    assert set(ATARI_RANDOM_HUMAN) - v4 == {"surround"}  # newer than gym's v4 ids: ALE/Surround-v5 only
+    assert set(ATARI_RANDOM_HUMAN) <= set(ale_py.roms.get_all_rom_ids())
+
+
+def test_reference_rows_and_whether_runs_reached_them(tmp_path):
+    make_run(tmp_path / "ppo" / "copy_0", final=500.0, evals={100: 500.0})
+    make_run(tmp_path / "ppo" / "copy_1", seed=1, final=400.0, best=500.0, evals={50: 500.0, 100: 400.0})
+    make_run(tmp_path / "a2c" / "copy_0", set_name="a2c_pendulum", env="Pendulum-v1", final=-200.0)
+    make_run(tmp_path / "vpg" / "copy_0", set_name="vpg_cartpole", final=500.0)
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    runs = {r["name"]: r for r in summary["runs"]}
+    first = runs[f"{tmp_path.name}/ppo/copy_0"]
+    assert first["reference"]["mean"] == 500.0 and first["reference"]["source"] == "zoo"
+    assert first["reference"]["where"] == "benchmark.md L96"
+    assert first["reached_final"] is True
+    second = runs[f"{tmp_path.name}/ppo/copy_1"]
+    assert (second["reached_final"], second["reached_best"], second["best_score"]) == (False, True, 500.0)
+    pendulum = runs[f"{tmp_path.name}/a2c/copy_0"]  # -162.965 ± 103.21: -200 is within one std
+    assert pendulum["reference"]["mean"] == -162.965 and pendulum["reached_final"] is True
+    assert runs[f"{tmp_path.name}/vpg/copy_0"]["reference"] is None
+    assert line_of(summary, "ppo_cartpole")["reached_final"] == 1
+
+
+def test_reference_matching_by_set_and_env():
+    nearest = references_for("rainbow_cartpole", {"agent": "dqn", "env": "CartPole-v1"})
+    assert nearest[0]["algo"] == "dqn" and nearest[0]["match"] == "nearest algorithm: dqn"
+    assert [r["source"] for r in nearest] == ["zoo", "cleanrl"]
+    lstm = references_for("ppo_gru_cartpole", {"agent": "ppo", "env": "CartPoleNoVel-v1", "recurrent": True})
+    assert lstm[0]["algo"] == "ppo_lstm" and lstm[0]["mean"] == 500.0
+    pong_v5 = references_for("ppo_atari", {"agent": "ppo", "env": "ALE/Pong-v5"})
+    assert pong_v5[0]["env"] == "PongNoFrameskip-v4" and "this run: ALE/Pong-v5" in pong_v5[0]["match"]
+    assert references_for("impala_cartpole", {"agent": "a2c", "env": "CartPole-v1"})[0]["algo"] == "a2c"
+
+
+def test_lines_group_copies_and_name_their_differences(tmp_path):
+    copies(tmp_path / "base", [1.0, 2.0])
+    copies(tmp_path / "lr", [3.0, 4.0], lr=3e-4)
+    make_run(tmp_path / "search" / "trial_0", final=5.0, lr=1e-2, ent_coef=0.01)
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    labels = {line["label"]: line["copies"] for line in summary["lines"]}
+    assert labels == {"ppo_cartpole lr=0.001": 2, "ppo_cartpole lr=0.0003": 2,
+                      "ppo_cartpole lr=0.01 (trial_0)": 1}  # ent_coef: only the trial has it (a newer setting)
+    assert line_of(summary, "ppo_cartpole lr=0.0003")["final_mean"] == 3.5
+
+
+def test_partial_and_broken_runs_get_notes_not_errors(tmp_path):
+    make_run(tmp_path / "done", final=500.0, evals={100: 500.0})
+    cut = make_run(tmp_path / "cut", evals={50: 100.0}, train={50: 20.0, 60: 30.0})
+    with open(cut / "progress.csv", "a") as f:
+        f.write("70,7.0,99")  # a row being written: no newline yet
+    make_run(tmp_path / "no_eval", train={10: 5.0, 20: 6.0})
+    (tmp_path / "no_eval" / "eval.json").write_text('{"mean_ret')  # half-written
+    (tmp_path / "started").mkdir()
+    (tmp_path / "started" / "hparams.json").write_text(json.dumps({"hparams_set": "ppo_cartpole", "hparams": {}}))
+    summary = write_report([tmp_path], tmp_path / "out", quiet=True, reps=200)
+    runs = {r["name"].split("/")[-1]: r for r in summary["runs"]}
+    assert runs["cut"]["env_steps"] == 60 and runs["cut"]["status"] == "unfinished"
+    assert any("cut off" in n for n in runs["cut"]["notes"]) and any("unfinished" in n for n in runs["cut"]["notes"])
+    assert (runs["cut"]["final_score"], runs["cut"]["final_source"]) == (100.0, "last evaluation in progress.csv")
+    assert runs["no_eval"]["final_score"] is None
+    assert any("no evaluation yet" in n for n in runs["no_eval"]["notes"])
+    assert any("eval.json could not be read" in n for n in runs["no_eval"]["notes"])
+    assert runs["started"]["status"] == "not started"
+    space = summary["aggregates"][0]  # the unscored runs are left out of the statistics
+    assert sum(space["runs"].values()) == 2
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "cut off" in page and "no evaluation yet" in page
+
+
+def test_a_resumed_run_keeps_the_later_rows_and_a_running_clock(tmp_path):
+    run = make_run(tmp_path / "r")
+    (run / "progress.csv").write_text("env_steps,wall_time_s,episode_return_mean\n"
+                                      "10,1.0,1\n20,2.0,2\n30,3.0,3\n"  # checkpoint at 20, killed after 30
+                                      "30,0.5,7\n40,1.5,8\n")
+    (only,) = read_runs([run])[0]
+    x, y = only.curve("train")
+    assert x.tolist() == [10, 20, 30, 40] and y.tolist() == [1, 2, 7, 8]
+    assert only.curve("train", "wall_time_s")[0].tolist() == [1.0, 2.0, 2.5, 3.5]
+
+
+def test_no_runs_and_bad_paths_are_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for args in ([str(tmp_path / "empty")], [str(tmp_path / "missing")]):
+        assert report_main([*args, "--output", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+    with pytest.raises(ConfigError, match="no runs found"):
+        write_report([tmp_path / "empty"], tmp_path / "out")
+
+
+def test_an_empty_folder_beside_runs_is_a_note(tmp_path):
+    copies(tmp_path / "runs", [1.0])
+    (tmp_path / "empty").mkdir()
+    summary = write_report([tmp_path / "runs", tmp_path / "empty"], tmp_path / "out", quiet=True, reps=200)
+    assert any("empty: no runs found" in n for n in summary["notes"])
+
+
+def test_page_references_files_that_exist_and_summary_holds_the_numbers(tmp_path):
+    copies(tmp_path / "ppo", [480.0, 500.0, 500.0])
+    copies(tmp_path / "a2c", [300.0, 350.0], set_name="a2c_cartpole")
+    out = tmp_path / "report"
+    returned = write_report([tmp_path / "ppo", tmp_path / "a2c"], out, quiet=True, reps=200)
+    page = (out / "index.html").read_text()
+    linked = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert {"curves_cartpole-v1.png", "curves_cartpole-v1.svg", "aggregates_cartpole-v1.png",
+            "profile_cartpole-v1.png", "summary.json"} <= set(linked)
+    assert all((out / name).is_file() for name in linked)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(returned))
+    assert line_of(summary, "a2c_cartpole")["final_mean"] == 325.0
+    assert summary["aggregates"][0]["methods"]["ppo_cartpole"]["IQM"]["value"] == pytest.approx(np.mean([480, 500,
+                                                                                                          500]))
+    assert "ppo_cartpole" in page and "a2c_cartpole" in page and "325" in page
+
+
+def test_copies_keep_their_results_when_the_report_fails(tmp_path, monkeypatch, capsys):
+    import rl.report
+    from rl.copies import write_copies_report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no fonts\nsecond line")
+
+    monkeypatch.setattr(rl.report, "write_report", broken)
+    write_copies_report(tmp_path)
+    err = capsys.readouterr().err
+    assert "report not written: RuntimeError: no fonts" in err and err.count("\n") == 1
+
+
+def test_train_copies_writes_the_report(tmp_path, train_cli):
+    out = tmp_path / "copies"
+    result = train_cli("--hparams", "ppo_cartpole", "--train_steps", "1024", "--copies", "2", "--output_dir",
+                       str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "report of the copies" in result.stdout, result.stdout[-2000:]
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
+    assert (out / "report" / "index.html").is_file() and (out / "report" / "curves_cartpole-v1.png").is_file()
