@@ -72,11 +72,13 @@ def test_mean_curve_is_over_copies_with_a_bootstrap_band(tmp_path):
     np.testing.assert_allclose(line["curves"]["eval/wall_time_s"]["x"], [1.0, 1.5, 2.0])
 
 
-def test_identical_copies_have_a_band_of_zero_width(tmp_path):
-    for i in range(3):
-        make_run(tmp_path / f"copy_{i}", seed=i, evals={10: 1.0, 20: 2.0})
+def test_the_band_is_the_bootstrap_of_the_mean_over_copies(tmp_path):
+    """Copies 0, 0, 0, 4: a resample of four copies has mean k (k fours drawn, Binomial(4, 1/4)), and k <= 2 in
+    95% of them, so the 95% band is [0, 3], not the range of the copies."""
+    for i, value in enumerate([0.0, 0.0, 0.0, 4.0]):
+        make_run(tmp_path / f"copy_{i}", seed=i, evals={10: value})
     curve = compute(read_runs([tmp_path])[0], reps=200)[0]["lines"][0]["curves"]["eval/env_steps"]
-    assert curve["low"] == curve["mean"] == curve["high"] == [1.0, 2.0]
+    assert (curve["low"], curve["mean"], curve["high"]) == ([0.0], [1.0], [3.0])
 
 
 def test_iqm_is_the_trimmed_mean_of_the_scores_with_a_bracketing_interval(tmp_path):
@@ -163,6 +165,8 @@ def test_reference_matching_by_set_and_env():
     pong_v5 = references_for("ppo_atari", {"agent": "ppo", "env": "ALE/Pong-v5"})
     assert pong_v5[0]["env"] == "PongNoFrameskip-v4" and "this run: ALE/Pong-v5" in pong_v5[0]["match"]
     assert references_for("impala_cartpole", {"agent": "a2c", "env": "CartPole-v1"})[0]["algo"] == "a2c"
+    cheetah = references_for("sac_halfcheetah", {"agent": "sac", "env": "HalfCheetah-v4"})  # the same id first
+    assert [(r["source"], r["env"]) for r in cheetah] == [("cleanrl", "HalfCheetah-v4"), ("zoo", "HalfCheetah-v3")]
 
 
 def test_lines_group_copies_and_name_their_differences(tmp_path):
@@ -180,7 +184,7 @@ def test_partial_and_broken_runs_get_notes_not_errors(tmp_path):
     make_run(tmp_path / "done", final=500.0, evals={100: 500.0})
     cut = make_run(tmp_path / "cut", evals={50: 100.0}, train={50: 20.0, 60: 30.0})
     with open(cut / "progress.csv", "a") as f:
-        f.write("70,7.0,99")  # a row being written: no newline yet
+        f.write("70,7.0,99,15,0")  # a row being written, cut in its numbers: no newline yet
     make_run(tmp_path / "no_eval", train={10: 5.0, 20: 6.0})
     (tmp_path / "no_eval" / "eval.json").write_text('{"mean_ret')  # half-written
     (tmp_path / "started").mkdir()
