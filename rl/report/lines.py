@@ -44,6 +44,10 @@ def _differing(runs: list[Run]) -> list[str]:
     return [k for k in keys if len({repr(r.hparams[k]) for r in runs if k in r.hparams}) > 1]
 
 
+def _trial_of(run: Run) -> str | None:
+    return next((p.name for p in (run.path, run.path.parent) if p.name.startswith("trial_")), None)
+
+
 def group_lines(runs: list[Run]) -> list[Line]:
     """Runs -> lines, in the order their first runs came, each with a readable label: the set, the env where the
     set was run on several, the differing settings, and the folder where a line is one run of a search."""
@@ -63,9 +67,10 @@ def group_lines(runs: list[Run]) -> list[Line]:
                                             + [f"{k}={_value(v)}" for k, v in settings.items()])
             lines[key].runs.append(run)
     result = list(lines.values())
-    for line in result:  # a search's trial is one run: its folder name finds it in the study
-        if len(line.runs) == 1 and line.settings and line.runs[0].path.name.startswith("trial_"):
-            line.label += f" ({line.runs[0].path.name})"
+    for line in result:  # a search's trial (trial_<i>, or its copies trial_<i>/copy_<j>): its folder finds it
+        trials = {_trial_of(run) for run in line.runs}
+        if len(trials) == 1 and None not in trials and line.settings:
+            line.label += f" ({trials.pop()})"
     labels = [line.label for line in result]
     for line in result:  # the same set and settings in two unrelated places: keep them apart by name
         if labels.count(line.label) > 1:

@@ -16,6 +16,7 @@ table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.nowrap { white-space: nowrap; }
 .yes { color: #1a7f37; font-weight: 600; } .no { color: #b42318; } .muted { color: #777; }
 .notes li { margin: 0.15em 0; } img { max-width: 100%; border: 1px solid #eee; }
 """
@@ -37,11 +38,14 @@ def interval(result: dict) -> str:
     return f"{fmt(result['value'])} [{fmt(result['low'])}, {fmt(result['high'])}]"
 
 
-def table(header: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
-    """Cells are HTML already (escaped by the caller)."""
+def table(header: list[str], rows: list[list[str]], numeric: set[int] = frozenset(),
+          nowrap: set[int] = frozenset()) -> str:
+    """Cells are HTML already (escaped by the caller); `numeric` columns are right-aligned, they and `nowrap` ones
+    kept on one line."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r))
-                   + "</tr>" for r in rows)
+    kind = {**{i: " class=nowrap" for i in nowrap}, **{i: " class=num" for i in numeric}}
+    body = "".join("<tr>" + "".join(f"<td{kind.get(i, '')}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -93,7 +97,7 @@ def lines_section(summary: dict) -> str:
     return ("<h2>Lines</h2><p>Runs that differ only in their seed are copies of one line. Final score: the evaluation "
             "at the end of training (eval.json), or the latest evaluation of an unfinished run. A run reaches the "
             "reference when its score is at least the reference mean minus its std.</p>"
-            + table(header, rows, {3, 4, 5}))
+            + table(header, rows, {3, 4, 5}, nowrap={1, 2}))
 
 
 def curves_section(summary: dict) -> str:
@@ -125,6 +129,7 @@ def aggregates_section(summary: dict) -> str:
 
 
 def runs_section(summary: dict) -> str:
+    atari = any(r["human_normalized_final"] is not None for r in summary["runs"])
     rows = []
     for r in summary["runs"]:
         ref = r["reference"]
@@ -134,10 +139,11 @@ def runs_section(summary: dict) -> str:
                      f"{fmt(r['best_score'])}" + (f" <span class=muted>at {r['best_step']}</span>"
                                                   if r["best_step"] is not None else ""),
                      "–" if ref is None else f"{fmt(ref['mean'])} <span class=muted>({esc(ref['source'])})</span>",
-                     yes_no(r["reached_final"]), yes_no(r["reached_best"]), fmt(r["human_normalized_final"])])
+                     yes_no(r["reached_final"]), yes_no(r["reached_best"])]
+                    + ([fmt(r["human_normalized_final"])] if atari else []))
     header = ["run", "line", "seed", "status", "agent steps", "wall time (s)", "final score", "best score",
-              "reference", "final reached", "best reached", "human-normalised final"]
-    return "<h2>Runs</h2>" + table(header, rows, {4, 5, 6, 7, 8})
+              "reference", "final reached", "best reached"] + (["human-normalised final"] if atari else [])
+    return "<h2>Runs</h2>" + table(header, rows, {4, 5, 6, 7, 8}, nowrap={0, 3})
 
 
 def sources_section(summary: dict) -> str:

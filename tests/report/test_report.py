@@ -173,10 +173,11 @@ def test_lines_group_copies_and_name_their_differences(tmp_path):
     copies(tmp_path / "base", [1.0, 2.0])
     copies(tmp_path / "lr", [3.0, 4.0], lr=3e-4)
     make_run(tmp_path / "search" / "trial_0", final=5.0, lr=1e-2, ent_coef=0.01)
+    copies(tmp_path / "search" / "trial_1", [6.0, 7.0], lr=2e-2)  # a search with --copies 2
     summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
     labels = {line["label"]: line["copies"] for line in summary["lines"]}
-    assert labels == {"ppo_cartpole lr=0.001": 2, "ppo_cartpole lr=0.0003": 2,
-                      "ppo_cartpole lr=0.01 (trial_0)": 1}  # ent_coef: only the trial has it (a newer setting)
+    assert labels == {"ppo_cartpole lr=0.001": 2, "ppo_cartpole lr=0.0003": 2, "ppo_cartpole lr=0.01 (trial_0)": 1,
+                      "ppo_cartpole lr=0.02 (trial_1)": 2}  # ent_coef: only trial_0 has it (a newer setting)
     assert line_of(summary, "ppo_cartpole lr=0.0003")["final_mean"] == 3.5
 
 
