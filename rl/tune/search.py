@@ -43,16 +43,14 @@ def search(args) -> None:
     hp, params = check(args, out)
     jobs = min(args.tune, args.tune_jobs or os.cpu_count() or 1)
     threads = min(hp.torch_threads, max(1, (os.cpu_count() or 1) // jobs))  # jobs x threads <= cores
-    out.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per finished trial, printed by the workers
+    out.mkdir(parents=True, exist_ok=True)
     with open(out / ".search.lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ConfigError(f"another search is running in {out}") from None
-        store = studies.storage(out)
-        study = studies.open_study(store, out, identity(args, hp, params),
-                                   studies.make_pruner(args.tune, hp.train_steps), hp.seed)
+        store, study = open_search(args, hp, params)
         for number in studies.recover(study):
             print(f"trial {number} was interrupted: queued again (it continues from its checkpoints)", flush=True)
         done = len(studies.finished(study.get_trials(deepcopy=False)))
@@ -65,7 +63,20 @@ def search(args) -> None:
                 print(f"\n{signal.Signals(signum).name}: the trials saved checkpoints; run the same command to resume "
                       f"the search.", flush=True)
                 raise SystemExit(128 + signum)
-        finish(args, out, hp, params)
+        finish(args, out, hp, params, report=done < args.tune or not (out / "report").exists())
+
+
+def open_search(args, hp=None, params=None) -> tuple:
+    """The storage and study of the search `args` describes (created if new; checked against its settings if not).
+    Also for a script that queues known settings first: `study.enqueue_trial({"lr": 3e-3})`."""
+    out = Path(args.output_dir)
+    if hp is None:
+        hp, params = check(args, out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = studies.storage(out)
+    study = studies.open_study(store, out, identity(args, hp, params), studies.make_pruner(args.tune, hp.train_steps),
+                               hp.seed)
+    return store, study
 
 
 def check(args, out: Path) -> tuple:
@@ -230,8 +241,9 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: list[
 
 
 # ---------------------------------------------------------------------------------------------------- the result
-def finish(args, out: Path, hp, params: list[Param]) -> dict | None:
-    """Print the best trial as a ready --hparam_override, write best.json, then the report."""
+def finish(args, out: Path, hp, params: list[Param], report: bool = True) -> dict | None:
+    """Print the best trial as a ready --hparam_override, write best.json, then the report (`report`: it takes
+    seconds, so a search that ran nothing new keeps the one it wrote)."""
     study = optuna.load_study(study_name=studies.STUDY_NAME, storage=studies.storage(out))
     trials = study.get_trials(deepcopy=False)
     tally = studies.counts(trials)
@@ -257,7 +269,8 @@ def finish(args, out: Path, hp, params: list[Param]) -> dict | None:
     (out / "best.json").write_text(json.dumps(record, indent=2))
     print(f"best: trial {best.number}, final evaluation {best.value:.2f} ({out / f'trial_{best.number}'})\n"
           f"  --hparam_override {_shell(full)}\n  {command}\n  written to {out / 'best.json'}", flush=True)
-    _report(out)
+    if report:
+        _report(out)
     return record
 
 
