@@ -83,7 +83,8 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
         drawn[line.label] = {"runs": runs_xy, "mean": means}
         line_rows.append({
             "label": line.label, "method": line.method, "hparams_set": line.hparams_set, "env": line.env,
-            "settings": line.settings, "runs": [r.name for r in line.runs], "copies": len(line.runs),
+            "settings": line.settings, "train_steps": line.runs[0].train_steps, "runs": [r.name for r in line.runs],
+            "copies": len(line.runs),
             "scored_copies": len(finals), "finished_copies": sum(r.finished for r in line.runs),
             "final_mean": _num(np.mean(finals)) if finals else None,
             "final_std": _num(np.std(finals)) if finals else None,
@@ -124,6 +125,10 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
         if matrix:
             spaces.append(_space("atari", "human-normalised final score, across Atari games", matrix, reps,
                                  profile=True, games={m: sorted(g) for m, g in by_method.items()}))
+    few = sorted({m for space in spaces for m, n in space["runs"].items() if n < 4})
+    if few:
+        notes.append(f"IQM trims a quarter of the runs from each end, which is none below 4 runs: with fewer, it is "
+                     f"the mean ({', '.join(few)}); more copies narrow every interval")
     summary = {"runs": run_rows, "lines": line_rows, "aggregates": spaces, "notes": notes}
     return summary, lines, drawn
 

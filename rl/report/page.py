@@ -86,8 +86,8 @@ def lines_section(summary: dict) -> str:
         row = [esc(line["label"]), esc(line["env"]), f"{line['copies']} ({line['finished_copies']} finished)",
                final, _iqm_of(summary, line["label"]), fmt(line["best_mean"]),
                "–" if ref is None else f"{fmt(ref['mean'])} ± {fmt(ref['std'], 3)} <span class=muted>"
-                                       f"({esc(ref['source_name'])}, {esc(ref['where'])}; {fmt(ref['steps'])} steps; "
-                                       f"{esc(ref['match'])})</span>",
+                                       f"({esc(ref['source_name'])}, {esc(ref['where'])}; trained {fmt(ref['steps'])} "
+                                       f"steps, this line {fmt(line['train_steps'])}; {esc(ref['match'])})</span>",
                "–" if ref is None else f"{line['reached_final']} of {line['scored_copies']}"]
         if atari:
             row.append(fmt(line["human_normalized_final_mean"]))

@@ -80,6 +80,7 @@ def intervals_figure(title: str, results: dict[str, dict], names: tuple[str, ...
             ax.barh(i, r["high"] - r["low"], left=r["low"], height=0.6, color=colour_of.get(method), alpha=0.75)
             ax.vlines(r["value"], i - 0.3, i + 0.3, color="black", linewidth=2)
         ax.set_title(name)
+        ax.use_sticky_edges = False  # a bar of zero width (all copies equal) would pin the axis to its value
         ax.margins(x=0.08)
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(methods)), methods)
@@ -90,7 +91,7 @@ def intervals_figure(title: str, results: dict[str, dict], names: tuple[str, ...
 
 def profile_figure(title: str, xlabel: str, profile: dict, colour_of: dict) -> Figure:
     """rliable's performance profile: the fraction of runs scoring above tau, with its 95% band."""
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    fig = Figure(figsize=(7, 5), layout="constrained")
     ax = fig.subplots()
     for method, values in profile["profiles"].items():
         ax.plot(profile["tau"], values, color=colour_of.get(method), linewidth=2, label=method)
@@ -100,6 +101,6 @@ def profile_figure(title: str, xlabel: str, profile: dict, colour_of: dict) -> F
     ax.set_ylabel("fraction of runs with score > tau")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=9, loc="best")
+    fig.legend(frameon=False, fontsize=9, loc="outside lower center", ncol=min(len(profile["profiles"]), 3))
     ax.set_title(f"{title}: performance profile")
     return fig
