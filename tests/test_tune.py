@@ -122,14 +122,19 @@ def test_the_override_reproduces_the_sampled_values_exactly(tmp_path):
 
 
 def test_a_search_refuses_what_it_cannot_search_in_one_line(tmp_path):
+    from rl.tune import search
+
     base = ["--hparams", "ppo_cartpole", "--output_dir", str(tmp_path / "s"), "--tune", "2"]
+    res = cli(*base, "--tune_space", "lr=uniform(1,0)")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "the range is reversed" in res.stderr, res.stderr
     for extra, words in [
-        (["--tune_space", "lr=uniform(1,0)"], "the range is reversed"),
         (["--tune_space", "lr=uniform(0,1)", "--hparam_override", "lr=0.1"], "in both --tune_space and"),
         (["--tune_space", "lr=uniform(0,1)", "--tune_jobs", "-1"], "--tune_jobs must be"),
+        (["--tune_space", "lr=uniform(0,1)", "--training", "False"], "--tune trains its trials"),
     ]:
-        res = cli(*base, *extra)
-        assert res.returncode == 2 and res.stderr.count("\n") == 1 and words in res.stderr, res.stderr
+        with pytest.raises(ConfigError, match=words.replace("-", "\\-")):
+            search(args_of(base + extra))
+    assert not (tmp_path / "s").exists()
 
 
 # ---------------------------------------------------------------------------------------------------- real searches

@@ -39,10 +39,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def search(args) -> None:
+    """Run (or resume) the search `args` describes in `output_dir`, then print and save its best trial."""
     out = Path(args.output_dir)
     hp, params = check(args, out)
-    jobs = min(args.tune, args.tune_jobs or os.cpu_count() or 1)
-    threads = min(hp.torch_threads, max(1, (os.cpu_count() or 1) // jobs))  # jobs x threads <= cores
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per finished trial, printed by the workers
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".search.lock", "w") as lock:
@@ -55,6 +54,9 @@ def search(args) -> None:
             print(f"trial {number} was interrupted: queued again (it continues from its checkpoints)", flush=True)
         done = len(studies.finished(study.get_trials(deepcopy=False)))
         if done < args.tune:
+            cores = os.cpu_count() or 1
+            jobs = min(args.tune - done, args.tune_jobs or cores)
+            threads = min(hp.torch_threads, max(1, cores // jobs))  # jobs x threads <= cores
             print(f"search: {args.tune - done} of {args.tune} trials to run in {out}/trial_<i>, {jobs} at a time "
                   f"(study: {out / 'study.db'})", flush=True)
             store.engine.dispose()  # no open SQLite connection crosses the fork
@@ -135,7 +137,10 @@ def _run_workers(args, hp, params, jobs: int, threads: int) -> int:
         stop["signum"] = signum
         for w in workers:
             if w.pid is not None and w.exitcode is None:
-                os.kill(w.pid, signum)
+                try:
+                    os.kill(w.pid, signum)
+                except ProcessLookupError:  # it ended just now
+                    pass
 
     old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -257,7 +262,7 @@ def finish(args, out: Path, hp, params: list[Param], report: bool = True) -> dic
     trial_text = override(params, best.params)
     full = ",".join(s for s in [args.hparam_override, trial_text] if s)
     flags = "".join(f" --{name} {getattr(args, name)}" for name in ("env", "train_steps", "eval_episodes", "seed")
-                    if getattr(args, name, None) is not None)
+                    if getattr(args, name, None) is not None) + (f" --copies {args.copies}" if args.copies > 1 else "")
     command = (f"python train.py --hparams {args.hparams} --hparam_override {_shell(full)}{flags} "
                f"--output_dir OUTPUT_DIR")
     record = {"trial": best.number, "value": best.value, "run": str(out / f"trial_{best.number}"),
@@ -267,7 +272,8 @@ def finish(args, out: Path, hp, params: list[Param], report: bool = True) -> dic
               "pruner": {"name": "MedianPruner", "n_startup_trials": studies.pruner_startup(args.tune),
                          "n_warmup_steps": hp.train_steps // 3}}
     (out / "best.json").write_text(json.dumps(record, indent=2))
-    print(f"best: trial {best.number}, final evaluation {best.value:.2f} ({out / f'trial_{best.number}'})\n"
+    what = "final evaluation" if args.copies == 1 else f"mean final evaluation of {args.copies} copies"
+    print(f"best: trial {best.number}, {what} {best.value:.2f} ({out / f'trial_{best.number}'})\n"
           f"  --hparam_override {_shell(full)}\n  {command}\n  written to {out / 'best.json'}", flush=True)
     if report:
         _report(out)
