@@ -56,7 +56,7 @@ def curves_figure(title: str, lines: list[dict], train_label: str, references: l
                 ax.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), fontsize=8, color="0.3",
                             va="bottom")
         ax.set_xlabel(X_LABELS[x])
-        ax.set_ylabel("evaluation return (greedy)" if score == "eval" else train_label)
+        ax.set_ylabel("evaluation return" if score == "eval" else train_label)
         ax.grid(alpha=0.3)
         if not ax.has_data():
             ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center", color="0.5")
