@@ -30,7 +30,7 @@ def _num(value):
     return None if value is None or not np.isfinite(value) else float(value)
 
 
-def _run_summary(run: Run, line: Line) -> dict:
+def _run_summary(run: Run, line: Line, counted: bool) -> dict:
     final, final_step, source = run.final_score()
     best, best_step = run.best_score()
     refs = scores.references_for(run.hparams_set, run.hparams)
@@ -43,10 +43,12 @@ def _run_summary(run: Run, line: Line) -> dict:
         "human_normalized_final": None if final is None else scores.human_normalized(run.env, final),
         "reference": ref, "reached_final": scores.reached(final, ref) if ref else None,
         "reached_best": scores.reached(best, ref) if ref else None, "notes": run.notes,
+        "counted": counted and final is not None,  # in its line's mean, aggregates and reference count
     }
 
 
-def _curves(line: Line, reps: int) -> tuple[dict, dict]:
+def _curves(line: Line, counted: list[Run], reps: int) -> tuple[dict, dict]:
+    """Every run's curves (drawn faintly) and the mean of the counted ones."""
     from rl.report.plots import PANELS
     from rl.report.stats import mean_curve
 
@@ -54,8 +56,14 @@ def _curves(line: Line, reps: int) -> tuple[dict, dict]:
     for score, x in PANELS:
         key = f"{score}/{x}"
         runs[key] = [run.curve(score, x) for run in line.runs]
-        means[key] = mean_curve(runs[key], reps=reps)
+        means[key] = mean_curve([run.curve(score, x) for run in counted], reps=reps)
     return runs, means
+
+
+def counted_runs(line: Line) -> list[Run]:
+    """The runs a line's numbers are made of: its finished runs, or while none has finished, all of them (a copy
+    still at 20% would otherwise cut every mean curve short and drag down the final score)."""
+    return [run for run in line.runs if run.finished] or line.runs
 
 
 def _lists(curve: dict | None) -> dict | None:
@@ -75,11 +83,12 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     notes: list[str] = []
     run_rows, line_rows, drawn = [], [], {}
     for line in lines:
-        rows = [_run_summary(run, line) for run in line.runs]
+        counted = counted_runs(line)
+        rows = [_run_summary(run, line, run in counted) for run in line.runs]
         run_rows += rows
-        finals = [r["final_score"] for r in rows if r["final_score"] is not None]
+        finals = [r["final_score"] for r in rows if r["counted"]]
         refs = scores.references_for(line.hparams_set, line.runs[0].hparams)
-        runs_xy, means = _curves(line, reps=1000)
+        runs_xy, means = _curves(line, counted, reps=1000)
         drawn[line.label] = {"runs": runs_xy, "mean": means}
         line_rows.append({
             "label": line.label, "method": line.method, "hparams_set": line.hparams_set, "env": line.env,
@@ -88,20 +97,24 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
             "scored_copies": len(finals), "finished_copies": sum(r.finished for r in line.runs),
             "final_mean": _num(np.mean(finals)) if finals else None,
             "final_std": _num(np.std(finals)) if finals else None,
-            "best_mean": _num(np.mean([r["best_score"] for r in rows if r["best_score"] is not None]))
-            if finals else None,
+            "best_mean": _num(np.mean([r["best_score"] for r in rows if r["counted"]])) if finals else None,
             "human_normalized_final_mean": scores.human_normalized(line.env, float(np.mean(finals)))
             if finals else None,
-            "references": refs, "reached_final": sum(bool(r["reached_final"]) for r in rows) if refs else None,
+            "references": refs,
+            "reached_final": sum(bool(r["reached_final"]) for r in rows if r["counted"]) if refs else None,
             "curves": {k: _lists(v) for k, v in means.items()},
         })
+        if len(counted) < len(line.runs):
+            notes.append(f"{line.label}: {len(line.runs) - len(counted)} unfinished run(s) left out of its mean curves "
+                         f"and scores, which are of its {len(counted)} finished one(s); the runs table has their "
+                         f"latest evaluation")
         if len(line.runs) == 1:
             notes.append(f"{line.label}: one run, so no band and a zero-width interval (use --copies N)")
     spaces = []
     for env in dict.fromkeys(line.env for line in lines):  # per game, on raw final scores
         members = [(line, row) for line, row in zip(lines, line_rows) if line.env == env]
         matrix = {row["label"]: np.array([[r["final_score"]] for r in run_rows
-                                          if r["line"] == row["label"] and r["final_score"] is not None])
+                                          if r["line"] == row["label"] and r["counted"]])
                   for _, row in members}
         matrix = {k: v for k, v in matrix.items() if len(v)}
         if matrix:
@@ -110,8 +123,7 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     if len({line.env for line, _ in atari}) > 1:  # several games: human-normalised, across games
         by_method: dict[str, dict[str, list[float]]] = {}
         for line, row in atari:
-            hns = [r["human_normalized_final"] for r in run_rows if r["line"] == row["label"]
-                   and r["human_normalized_final"] is not None]
+            hns = [r["human_normalized_final"] for r in run_rows if r["line"] == row["label"] and r["counted"]]
             if hns:
                 by_method.setdefault(line.method, {})[line.env] = hns
         matrix = {}

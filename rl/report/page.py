@@ -76,6 +76,27 @@ def _iqm_of(summary: dict, label: str) -> str:
     return "–"
 
 
+def steps(value) -> str:
+    """100000 -> 100k, 10000000 -> 10M."""
+    if not isinstance(value, (int, float)):
+        return "?"
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.4g}{unit}"
+    return str(value)
+
+
+def reference_cell(ref: dict | None, train_steps) -> str:
+    """Its score, then its source (named in full under Sources), its budget beside the line's, and how it matched
+    when that was not exact."""
+    if ref is None:
+        return "–"
+    match = "" if ref["match"] == "same algorithm" else f"; {esc(ref['match'])}"
+    return (f"{fmt(ref['mean'])} ± {fmt(ref['std'], 3)} <span class=muted title=\"{esc(ref['source_name'])}\">"
+            f"({esc(ref['source'])} {esc(ref['where'])}, {steps(ref['steps'])} steps; this line "
+            f"{steps(train_steps)}{match})</span>")
+
+
 def lines_section(summary: dict) -> str:
     rows = []
     atari = any(line["human_normalized_final_mean"] is not None for line in summary["lines"])
@@ -85,9 +106,7 @@ def lines_section(summary: dict) -> str:
                  else f"{fmt(line['final_mean'])} ± {fmt(line['final_std'], 3)}")
         row = [esc(line["label"]), esc(line["env"]), f"{line['copies']} ({line['finished_copies']} finished)",
                final, _iqm_of(summary, line["label"]), fmt(line["best_mean"]),
-               "–" if ref is None else f"{fmt(ref['mean'])} ± {fmt(ref['std'], 3)} <span class=muted>"
-                                       f"({esc(ref['source_name'])}, {esc(ref['where'])}; trained {fmt(ref['steps'])} "
-                                       f"steps, this line {fmt(line['train_steps'])}; {esc(ref['match'])})</span>",
+               reference_cell(ref, line["train_steps"]),
                "–" if ref is None else f"{line['reached_final']} of {line['scored_copies']}"]
         if atari:
             row.append(fmt(line["human_normalized_final_mean"]))
@@ -95,8 +114,8 @@ def lines_section(summary: dict) -> str:
     header = ["line", "env", "copies", "final score (mean ± std over copies)", "IQM [95% CI]", "best (mean)",
               "published reference", "copies reaching it"] + (["human-normalised final"] if atari else [])
     return ("<h2>Lines</h2><p>Runs that differ only in their seed are copies of one line. Final score: the evaluation "
-            "at the end of training (eval.json), or the latest evaluation of an unfinished run. A run reaches the "
-            "reference when its score is at least the reference mean minus its std.</p>"
+            "at the end of training (eval.json) of its finished copies; while none has finished, their latest "
+            "evaluations. A run reaches the reference when its score is at least the reference mean minus its std.</p>"
             + table(header, rows, {3, 4, 5}, nowrap={1, 2}))
 
 

@@ -199,10 +199,23 @@ def test_partial_and_broken_runs_get_notes_not_errors(tmp_path):
     assert any("no evaluation yet" in n for n in runs["no_eval"]["notes"])
     assert any("eval.json could not be read" in n for n in runs["no_eval"]["notes"])
     assert runs["started"]["status"] == "not started"
-    space = summary["aggregates"][0]  # the unscored runs are left out of the statistics
-    assert sum(space["runs"].values()) == 2
+    space = summary["aggregates"][0]  # the finished run alone makes its line's numbers
+    assert space["runs"] == {"ppo_cartpole on CartPole-v1": 1}  # "started" has no env: a line of its own
+    assert any("2 unfinished run(s) left out" in n for n in summary["notes"])
     page = (tmp_path / "out" / "index.html").read_text()
     assert "cut off" in page and "no evaluation yet" in page
+
+
+def test_a_copy_in_progress_does_not_cut_its_finished_copies_short(tmp_path):
+    for i, value in enumerate([400.0, 500.0]):
+        make_run(tmp_path / f"copy_{i}", seed=i, final=value, evals={50: 100.0, 100: value})
+    make_run(tmp_path / "copy_2", seed=2, evals={50: 0.0})  # at step 50 of 100, no eval.json yet
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    (line,) = summary["lines"]
+    assert (line["final_mean"], line["scored_copies"], line["copies"]) == (450.0, 2, 3)
+    assert line["curves"]["eval/env_steps"]["x"] == [50, 100] and line["curves"]["eval/env_steps"]["mean"] == [100,
+                                                                                                             450]
+    assert [r["counted"] for r in summary["runs"]] == [True, True, False]
 
 
 def test_a_resumed_run_keeps_the_later_rows_and_a_running_clock(tmp_path):
