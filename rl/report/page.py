@@ -10,13 +10,13 @@ import html
 from pathlib import Path
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1300px; color: #222; padding: 0 1em; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1500px; color: #222; padding: 0 1em; }
 h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.nowrap { white-space: nowrap; }
+td.nowrap { white-space: nowrap; } .scroll { overflow-x: auto; }
 .yes { color: #1a7f37; font-weight: 600; } .no { color: #b42318; } .muted { color: #777; }
 .notes li { margin: 0.15em 0; } img { max-width: 100%; border: 1px solid #eee; }
 """
@@ -30,7 +30,9 @@ def fmt(value, digits: int = 4) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:.3e}"
+        if abs(value) >= 1e4:  # 35000.0 as 35000, not 3.5e+04
+            return f"{value:.0f}" if abs(value) < 1e9 else f"{value:.3e}"
+        return f"{value:.{digits}g}"
     return str(value)
 
 
@@ -46,7 +48,7 @@ def table(header: list[str], rows: list[list[str]], numeric: set[int] = frozense
     kind = {**{i: " class=nowrap" for i in nowrap}, **{i: " class=num" for i in numeric}}
     body = "".join("<tr>" + "".join(f"<td{kind.get(i, '')}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def yes_no(value) -> str:
@@ -80,6 +82,8 @@ def steps(value) -> str:
     """100000 -> 100k, 10000000 -> 10M."""
     if not isinstance(value, (int, float)):
         return "?"
+    if value == 0:
+        return "0"
     for unit, size in (("M", 1e6), ("k", 1e3)):
         if value >= size:
             return f"{value / size:.4g}{unit}"
@@ -121,8 +125,9 @@ def lines_section(summary: dict) -> str:
 
 def curves_section(summary: dict) -> str:
     parts = ["<h2>Learning curves</h2><p>Evaluation: the greedy evaluation return logged at each evaluation. Training: "
-             "the mean return of the last 100 training episodes (on Atari the whole-game score). The mean over "
-             "copies is drawn where every copy has data, with a 95% percentile-bootstrap band over copies.</p>"]
+             "the mean return of the last 100 training episodes (on Atari the whole-game score). The mean over a "
+             "line's copies (its finished ones, once any has finished) is drawn where all of them have data, with a "
+             "95% percentile-bootstrap band over copies; each copy is a faint line.</p>"]
     for env, names in summary["figures"]["curves"].items():
         parts.append(f"<h3>{esc(env)}</h3>" + figure(names, f"learning curves on {env}"))
     return "".join(parts)
@@ -152,17 +157,20 @@ def runs_section(summary: dict) -> str:
     rows = []
     for r in summary["runs"]:
         ref = r["reference"]
-        steps = f"{r['env_steps']}" + (f" of {r['train_steps']}" if r["train_steps"] else "")
-        rows.append([esc(r["name"]), esc(r["line"]), esc(r["seed"]), esc(r["status"]), steps, fmt(r["wall_time_s"]),
-                     f"{fmt(r['final_score'])} <span class=muted>({esc(r['final_source'])})</span>",
-                     f"{fmt(r['best_score'])}" + (f" <span class=muted>at {r['best_step']}</span>"
+        done = f"{steps(r['env_steps'])}" + (f" of {steps(r['train_steps'])}" if r["train_steps"] else "")
+        source = {"eval.json": "", "no evaluation yet": ""}.get(r["final_source"], " <span class=muted>(latest)</span>")
+        rows.append([esc(r["name"]), esc(r["line"]), esc(r["seed"]), esc(r["status"]), done, fmt(r["wall_time_s"]),
+                     fmt(r["final_score"]) + source,
+                     f"{fmt(r['best_score'])}" + (f" <span class=muted>at {steps(r['best_step'])}</span>"
                                                   if r["best_step"] is not None else ""),
                      "–" if ref is None else f"{fmt(ref['mean'])} <span class=muted>({esc(ref['source'])})</span>",
                      yes_no(r["reached_final"]), yes_no(r["reached_best"])]
                     + ([fmt(r["human_normalized_final"])] if atari else []))
     header = ["run", "line", "seed", "status", "agent steps", "wall time (s)", "final score", "best score",
               "reference", "final reached", "best reached"] + (["human-normalised final"] if atari else [])
-    return "<h2>Runs</h2>" + table(header, rows, {4, 5, 6, 7, 8}, nowrap={0, 3})
+    return ("<h2>Runs</h2><p>Final score: eval.json's, or, marked <i>latest</i>, the latest periodic evaluation of "
+            "a run that has not finished. Best: the best evaluation, periodic or final.</p>"
+            + table(header, rows, {4, 5, 6, 7, 8}, nowrap={0, 3}))
 
 
 def sources_section(summary: dict) -> str:
