@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from rl.errors import ConfigError
 from rl.report import scores
@@ -219,11 +220,12 @@ def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output {output} is a file, not a folder")
     output.mkdir(parents=True, exist_ok=True)
-    summary, lines, drawn = compute(runs, reps=reps)
-    summary = {"generated": datetime.datetime.now().isoformat(timespec="seconds"),
-               "inputs": [str(p) for p in paths], **summary, "notes": notes + summary["notes"],
-               "reference_sources": scores.SOURCES}
-    draw(summary, lines, drawn, output)
+    with threadpool_limits(1):  # small arrays: one BLAS/OpenMP thread, beside the runs that may share the machine
+        summary, lines, drawn = compute(runs, reps=reps)
+        summary = {"generated": datetime.datetime.now().isoformat(timespec="seconds"),
+                   "inputs": [str(p) for p in paths], **summary, "notes": notes + summary["notes"],
+                   "reference_sources": scores.SOURCES}
+        draw(summary, lines, drawn, output)
     (output / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False, default=_json_default))
     write_page(summary, output / "index.html")
     if not quiet:
