@@ -13,13 +13,20 @@
   root) the rescale would be eps / k^2 instead. Seed B also mixes a replay (queue + 1000) into its batches; that, and
   its elite replay and CLEAR cloning losses, are not part of this set.
 - `impala_pong`, `impala_cartpole`: the same on Pong and on CartPole.
-- `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, batch 1024, 4 epochs, clip 0.1, Adam 3.03e-4
-  decayed linearly, eps 1e-5, value 0.5, entropy 4.68e-4, GAE 0.95, V-trace rho = c = 1, no gradient clipping).
-  Seed C's config also asks for normalize_returns, which Sample Factory refuses with V-trace ("Normalized returns are
-  not supported with vtrace!", cfg verification) and which the agent refuses too: standardised (zero-mean) V-trace
-  targets, unpredictable early on, teach the shared torso to output a constant by shrinking its features (mean
-  feature norm 5.7 -> 0.8 in 30 updates on Pong), and the policy head that reads them stays uniform (entropy 1.789 of
-  1.792 at 1M steps). Pong's rewards are clipped to +-1: the returns need no rescaling.
+- `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, 4 epochs, clip 0.1, Adam eps 1e-5, value 0.5,
+  GAE 0.95, V-trace rho = c = 1, Nature CNN, linear decay) with Sample Factory's own Atari defaults
+  (`sf_examples/atari/atari_params.py`) where seed C's values do not learn Pong in the first million steps:
+  minibatches of 256 (16 gradient steps per 1024 agent steps), Adam 2.5e-4, entropy 0.01, gradient clip 0.5.
+  Seed C's batch_size 1024 x num_batches_per_epoch 8 x 4 epochs is 4 steps per 1024 agent steps, a throughput
+  setting for its 32 envs and 2B steps; `ppo_atari` takes 12 and `impala_pong` about 10. With it (and seed C's
+  entropy 4.68e-4, lr 3.03e-4, no clipping) `appo_atari` was still at random play after 1.12M steps (-20.4, entropy
+  0.67); entropy 0.01 alone did not change its course (entropy 1.698 at 155k against 1.739); with these settings it
+  left random play (-19.3 at 900k, benchmarks/pong_learning.py). Seed C's config also asks for normalize_returns,
+  which Sample Factory refuses with V-trace ("Normalized returns are not supported with vtrace!", cfg
+  verification) and which the agent refuses too: standardised (zero-mean) V-trace targets, unpredictable early on,
+  teach the shared torso to output a constant by shrinking its features (mean feature norm 5.7 -> 0.8 in 30 updates
+  on Pong), and the policy head that reads them stays uniform (entropy 1.789 of 1.792 at 1M steps). Pong's rewards
+  are clipped to +-1: the returns need no rescaling.
 - `a3c_cartpole`: ChainerRL's A3C (Mnih et al. 2016): 200-200 MLP, t_max 5, RMSprop, 2 asynchronous gradient workers.
 - `apex_dqn_cartpole`: Ape-X (Horgan et al. 2018): `dqn_cartpole` fed by 2 asynchronous collection workers into a
   prioritized memory with 3-step returns.
@@ -84,17 +91,18 @@ def impala_cartpole() -> HParams:
 
 @hparams.register
 def appo_atari() -> HParams:
-    """Seed C's Sample Factory APPO on PongNoFrameskip-v4: 8 envs x 128 steps a batch of 1024, one minibatch, 4
-    epochs, V-trace against the learner's policy, Nature CNN, 2 collection workers."""
+    """Sample Factory's APPO on PongNoFrameskip-v4 (seed C's, with SF's Atari minibatches, rate, entropy and clip): 8
+    envs x 128 steps a batch of 1024, 4 minibatches, 4 epochs, V-trace against the learner's policy, Nature CNN, 2
+    collection workers."""
     hp = _atari(ppo())
     hp.num_workers, hp.num_envs = 2, 4
     hp.num_steps, hp.batch_rollouts = 128, 8
-    hp.batch_size, hp.epochs = 1024, 4
+    hp.batch_size, hp.epochs = 256, 4  # Sample Factory's Atari default; seed C: 1024 (see the module docstring)
     hp.clip_range, hp.clip_decay = 0.1, False
-    hp.lr, hp.lr_decay, hp.adam_eps = 3.033891184e-4, True, 1e-5
-    hp.vf_coef, hp.ent_coef = 0.5, 4.677351413e-4
+    hp.lr, hp.lr_decay, hp.adam_eps = 2.5e-4, True, 1e-5  # seed C: 3.03e-4
+    hp.vf_coef, hp.ent_coef = 0.5, 0.01  # seed C's entropy: 4.68e-4
     hp.gamma, hp.gae_lambda = 0.99, 0.95
-    hp.max_grad_norm = 0.0
+    hp.max_grad_norm = 0.5  # seed C: 0 (none)
     hp.vtrace, hp.vtrace_rho, hp.vtrace_c = True, 1.0, 1.0
     hp.normalize_returns = False  # seed C's True is refused with V-trace by Sample Factory and by the agent (above)
     hp.shared_torso = True
