@@ -67,6 +67,10 @@ def test_strategy1_takes_the_lowest_distances_with_duplicates():
 def test_strategy2_takes_every_gth_of_the_ranking():
     assert select("strategy2", 2) == [3, 7]  # g = int(5 / 2) = 2: ranks 0 and 2
     assert select("strategy2", 1) == [3]  # g = 5
+    wide = np.arange(10, 17)  # 7 unique, ranked 10..16
+    dist, count = {i: float(i) for i in wide}, {i: 1 for i in wide}
+    assert select("strategy2", 2, pool=wide, dist=dist, count=count) == [10, 13]  # g = 3
+    assert select("strategy2", 3, pool=wide, dist=dist, count=count) == [10, 12, 14]  # g = 2
 
 
 def test_strategy3_takes_the_least_replayed_first_ties_to_lower_distance():
