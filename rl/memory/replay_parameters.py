@@ -1,0 +1,161 @@
+"""Seed B's `--replay_parameters` (elite_buffer_vtrace; ../shared/REFERENCE.md 5.2, 5.4): the list of buffers a V-trace
+batch is composed from, parsed into frozen, typed specs, one per buffer in the listed order.
+
+Accepted as the seed's commands write it, e.g.
+`[{"type":"custom","capacity":1000,"sample_ratio":0.5,"dist_function":"ln_norm","sample_strategy":"elite_sampling",
+"lambda_batch_multiplier":6,"alfa_annealing_factor":2.0},{"type":"queue","capacity":1,"sample_ratio":0.5}]`.
+Keys, defaults and ranges follow the published schema (`utils/parameter_schema.py`): `queue` and `standard` take
+`type`, `capacity`, `sample_ratio`; `custom` also needs `dist_function` and takes `p` (2), `sample_strategy` (absent:
+uniform), `insert_strategy` (absent: FIFO), `lambda_batch_multiplier` (1), `alfa_annealing_factor` (1.0),
+`elite_sampling_strategy` (strategy3), `elite_batch_size` (20). Names are case-insensitive, as there. Stricter than
+the published schema, which coerces: a value of the wrong type (a string capacity, 6.5 for an integer) is an error,
+not truncated. Every problem is one `ConfigError` line naming the buffer.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import dataclass
+
+from rl.errors import ConfigError
+
+TYPES = ("queue", "standard", "custom")
+DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
+SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
+INSERT_STRATEGIES = ("elite_insertion",)
+ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
+TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """A `queue` (FIFO of the freshest rollouts) or `standard` (uniform with replacement) buffer."""
+
+    type: str
+    capacity: int  # sequences held
+    sample_ratio: float  # its share of each batch: int(batch_size * sample_ratio) sequences
+
+
+@dataclass(frozen=True)
+class CustomReplaySpec(ReplaySpec):
+    """A `custom` buffer: uniform, elite or attentive sampling, FIFO or elite insertion, with stored features."""
+
+    dist_function: str = "ln_norm"  # the distance of target to behaviour features (required in the JSON)
+    p: int = 2  # the norm of `ln_norm`
+    sample_strategy: str | None = None  # elite_sampling, attentive_sampling, or None: uniform
+    insert_strategy: str | None = None  # elite_insertion, or None: FIFO
+    lambda_batch_multiplier: int = 1  # the pool is lambda * k candidates, lambda annealed to 1
+    alfa_annealing_factor: float = 1.0  # lambda reaches 1 after alfa * lr_scheduler_steps batches
+    elite_sampling_strategy: str = "strategy3"
+    elite_batch_size: int = 20  # elite insertion's candidates per insert
+
+
+# key: (kind, choices or None, lowest allowed value, whether the lowest is allowed)
+_COMMON = {"type": (str, TYPES, None, True), "capacity": (int, None, 1, True),
+           "sample_ratio": (float, None, 0.0, True)}
+_CUSTOM = {**_COMMON, "dist_function": (str, DIST_FUNCTIONS, None, True), "p": (int, None, 1, True),
+           "sample_strategy": (str, SAMPLE_STRATEGIES, None, True),
+           "insert_strategy": (str, INSERT_STRATEGIES, None, True),
+           "lambda_batch_multiplier": (int, None, 1, True), "alfa_annealing_factor": (float, None, 0.0, False),
+           "elite_sampling_strategy": (str, ELITE_STRATEGIES, None, True), "elite_batch_size": (int, None, 1, True)}
+_REQUIRED = {"queue": ("type", "capacity", "sample_ratio"), "standard": ("type", "capacity", "sample_ratio"),
+             "custom": ("type", "capacity", "sample_ratio", "dist_function")}
+
+
+def _value(where: str, key: str, value, kind, choices, lowest, inclusive):
+    """One checked value: the right type, a valid name (lower-cased), at or above its lowest value."""
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: {key} must be a string, got {value!r}")
+        value = value.lower()
+        if choices is not None and value not in choices:
+            raise ConfigError(f"{where}: unknown {key} {value!r}: valid: {', '.join(choices)}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(f"{where}: {key} must be an integer, got {value!r}")
+        value = int(value)
+    else:
+        value = float(value)
+    if value < lowest or (value == lowest and not inclusive):
+        raise ConfigError(f"{where}: {key} must be {'>=' if inclusive else '>'} {lowest}, got {value!r}")
+    return value
+
+
+def _spec(i: int, item) -> ReplaySpec:
+    if not isinstance(item, dict):
+        raise ConfigError(f"replay_parameters[{i}]: each buffer must be an object, got {item!r}")
+    if "type" not in item:
+        raise ConfigError(f"replay_parameters[{i}]: missing key 'type' (one of {', '.join(TYPES)})")
+    kind = _value(f"replay_parameters[{i}]", "type", item["type"], *_COMMON["type"])
+    where = f"replay_parameters[{i}] ({kind})"
+    keys = _CUSTOM if kind == "custom" else _COMMON
+    for key in item:
+        if key not in keys:
+            raise ConfigError(f"{where}: unknown key {key!r}: valid: {', '.join(keys)}")
+    for key in _REQUIRED[kind]:
+        if key not in item:
+            raise ConfigError(f"{where}: missing key {key!r}")
+    values = {key: _value(where, key, value, *keys[key]) for key, value in item.items()}
+    if values["sample_ratio"] > 1:
+        raise ConfigError(f"{where}: sample_ratio must be <= 1, got {values['sample_ratio']!r}")
+    return (CustomReplaySpec if kind == "custom" else ReplaySpec)(**values)
+
+
+def parse_replay_parameters(text: str | list) -> tuple[ReplaySpec, ...]:
+    """The buffers of seed B's `--replay_parameters` (a JSON list, or the list itself), in the listed order.
+
+    JSON first; a Python literal (single quotes) is accepted too, as the published `literal_eval` does.
+    """
+    data = text
+    if isinstance(text, str):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            try:
+                data = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                raise ConfigError(f"replay_parameters is not valid JSON: {exc}") from None
+    if not isinstance(data, list | tuple):
+        raise ConfigError(f"replay_parameters must be a list of buffers, got {type(data).__name__}")
+    if not data:
+        raise ConfigError("replay_parameters must list at least one buffer")
+    specs = tuple(_spec(i, item) for i, item in enumerate(data))
+    total = sum(spec.sample_ratio for spec in specs)
+    if abs(total - 1.0) > TOLERANCE:
+        ratios = " + ".join(f"{spec.sample_ratio:g}" for spec in specs)
+        raise ConfigError(f"replay_parameters: the sample_ratios must sum to 1, got {ratios} = {total:g}")
+    return specs
+
+
+def shares(specs: tuple[ReplaySpec, ...], batch_size: int) -> list[int]:
+    """Each buffer's sequences per batch, int(batch_size * sample_ratio) as the published buffers sample; an error
+    for a share of zero (that buffer would never be sampled). Truncation may leave the batch below batch_size, as
+    there (e.g. 3 buffers of 1/3 of 10: 9 sequences)."""
+    counts = []
+    for i, spec in enumerate(specs):
+        k = int(batch_size * spec.sample_ratio)
+        if k == 0:
+            raise ConfigError(f"replay_parameters[{i}] ({spec.type}): sample_ratio {spec.sample_ratio:g} of "
+                              f"batch_size {batch_size} is 0 sequences: raise it to at least {1 / batch_size:g}")
+        counts.append(k)
+    return counts
+
+
+def fill_in_amount(spec: ReplaySpec, batch_size: int, training_fill_in_factor: float = 0.2) -> int:
+    """The sequences a buffer must hold before training starts (REFERENCE 5.2).
+
+    `standard`/`custom`: max(training_fill_in_factor * capacity, 10 * batch_size), rounded up, and at most the
+    capacity: the published buffer also signals when it is full (so capacity 50 with batch_size 10 starts at 50), and
+    compares `position % threshold == 0`, so a fractional threshold there only fires when the buffer fills; we take
+    the first whole count at or above it. `queue`: its capacity, with no factor (the published queue signals when
+    full).
+    """
+    if spec.type == "queue":
+        return spec.capacity
+    threshold = max(training_fill_in_factor * spec.capacity, 10 * batch_size)
+    return min(spec.capacity, math.ceil(threshold - 1e-9))

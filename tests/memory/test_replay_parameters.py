@@ -1,0 +1,108 @@
+"""Seed B's --replay_parameters: its commands' JSON parses into typed specs with the published defaults, each bad
+input is one ConfigError line, and the per-buffer shares and fill-in amounts."""
+
+import dataclasses
+
+import pytest
+
+from rl.errors import ConfigError
+from rl.memory.replay_parameters import (
+    CustomReplaySpec,
+    ReplaySpec,
+    fill_in_amount,
+    parse_replay_parameters,
+    shares,
+)
+
+# As written in seed B's commands (../shared/seeds/001_*.txt), spaces included.
+UNIFORM = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'  # noqa: E501
+ELITE = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function":"ln_norm", '
+         '"sample_strategy":"elite_sampling", "lambda_batch_multiplier":6, "alfa_annealing_factor":2.0} ,'
+         '{"type": "queue", "capacity": 1, "sample_ratio": 0.5}]')
+
+
+def test_seed_b_uniform_command_parses_in_order():
+    assert parse_replay_parameters(UNIFORM) == (ReplaySpec("queue", 1, 0.5), ReplaySpec("standard", 1000, 0.5))
+
+
+def test_seed_b_elite_command_parses_with_the_published_defaults():
+    custom, queue = parse_replay_parameters(ELITE)
+    assert custom == CustomReplaySpec("custom", 1000, 0.5, dist_function="ln_norm", p=2,
+                                      sample_strategy="elite_sampling", insert_strategy=None,
+                                      lambda_batch_multiplier=6, alfa_annealing_factor=2.0,
+                                      elite_sampling_strategy="strategy3", elite_batch_size=20)
+    assert queue == ReplaySpec("queue", 1, 0.5) and type(queue) is ReplaySpec
+    assert isinstance(custom.lambda_batch_multiplier, int) and isinstance(custom.alfa_annealing_factor, float)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        custom.capacity = 5
+
+
+def test_single_queue_and_python_literal_and_case_are_accepted():
+    assert parse_replay_parameters('[{"type": "queue", "capacity": 1, "sample_ratio": 1}]') == (
+        ReplaySpec("queue", 1, 1.0),)
+    spec, = parse_replay_parameters("[{'type': 'CUSTOM', 'capacity': 10, 'sample_ratio': 1, 'dist_function': 'KL_DIV',"
+                                    " 'insert_strategy': 'elite_insertion', 'elite_sampling_strategy': 'strategy1'}]")
+    assert (spec.type, spec.dist_function, spec.insert_strategy, spec.elite_sampling_strategy) == (
+        "custom", "kl_div", "elite_insertion", "strategy1")
+
+
+def q(capacity=1, ratio=0.5, **extra):
+    return {"type": "queue", "capacity": capacity, "sample_ratio": ratio, **extra}
+
+
+def c(**extra):
+    return {"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", **extra}
+
+
+@pytest.mark.parametrize("bad, message", [
+    ('[{"type": "queue", "capacity": 1,', "not valid JSON"),
+    ('{"type": "queue", "capacity": 1, "sample_ratio": 1}', "must be a list of buffers, got dict"),
+    ("[]", "at least one buffer"),
+    ([q(), "standard"], r"replay_parameters\[1\]: each buffer must be an object"),
+    ([q(), {"type": "fifo", "capacity": 9, "sample_ratio": 0.5}],
+     r"replay_parameters\[1\]: unknown type 'fifo': valid: queue, standard, custom"),
+    ([q(), {"capacity": 9, "sample_ratio": 0.5}], r"\[1\]: missing key 'type'"),
+    ([q(dist_function="ln_norm"), q()],
+     r"\[0\] \(queue\): unknown key 'dist_function': valid: type, capacity, sample_ratio$"),
+    ([c(lamda_batch_multiplier=6), q()], r"\[0\] \(custom\): unknown key 'lamda_batch_multiplier': valid: type, "
+                                         r"capacity, sample_ratio, dist_function, p, sample_strategy"),
+    ([{"type": "custom", "capacity": 9, "sample_ratio": 0.5}, q()], r"\(custom\): missing key 'dist_function'"),
+    ([q(capacity="1000"), q()], "capacity must be a number, got '1000'"),
+    ([q(capacity=6.5), q()], "capacity must be an integer, got 6.5"),
+    ([q(capacity=True), q()], "capacity must be a number, got True"),
+    ([c(dist_function=2), q()], "dist_function must be a string"),
+    ([c(dist_function="l2"), q()], "unknown dist_function 'l2': valid: ln_norm, cos_dist, kl_div"),
+    ([c(elite_sampling_strategy="strategy5"), q()], "unknown elite_sampling_strategy 'strategy5'"),
+    ([c(sample_strategy="prioritized"), q()], "unknown sample_strategy 'prioritized'"),
+    ([q(capacity=0), q()], r"\[0\] \(queue\): capacity must be >= 1, got 0"),
+    ([c(lambda_batch_multiplier=0), q()], "lambda_batch_multiplier must be >= 1"),
+    ([c(alfa_annealing_factor=0), q()], "alfa_annealing_factor must be > 0"),
+    ([q(ratio=1.5), q(ratio=-0.5)], "sample_ratio must be <= 1"),
+    ([q(ratio=0.5), q(ratio=0.4)], "sample_ratios must sum to 1, got 0.5 \\+ 0.4 = 0.9"),
+])
+def test_each_bad_setting_is_one_config_error_line(bad, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_replay_parameters(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_ratios_summing_to_one_within_tolerance_pass():
+    assert len(parse_replay_parameters([q(ratio=1 / 3), q(ratio=1 / 3), q(ratio=1 / 3)])) == 3
+
+
+def test_shares_truncate_and_a_zero_share_is_one_line():
+    specs = parse_replay_parameters(UNIFORM)
+    assert shares(specs, 10) == [5, 5]
+    assert shares(parse_replay_parameters([q(ratio=1 / 3)] * 3), 10) == [3, 3, 3]
+    with pytest.raises(ConfigError, match=r"\[0\] \(queue\): sample_ratio 0.05 of batch_size 10 is 0 sequences"):
+        shares(parse_replay_parameters([q(ratio=0.05), q(ratio=0.95)]), 10)
+
+
+def test_fill_in_amount():
+    queue, standard = parse_replay_parameters(UNIFORM)
+    assert fill_in_amount(standard, 10) == 200  # 0.2 * 1000 > 10 * 10
+    assert fill_in_amount(standard, 50) == 500  # 10 * 50 > 0.2 * 1000
+    assert fill_in_amount(standard, 200) == 1000  # 2000 would never come: the buffer signals when full
+    assert fill_in_amount(queue, 10) == 1  # a queue starts when it holds its capacity
+    odd = ReplaySpec("standard", 1003, 1.0)
+    assert fill_in_amount(odd, 1, training_fill_in_factor=0.2) == 201  # 200.6, rounded up
