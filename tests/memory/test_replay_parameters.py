@@ -87,13 +87,14 @@ def test_each_bad_setting_is_one_config_error_line(bad, message):
 
 
 def test_ratios_summing_to_one_within_tolerance_pass():
-    assert len(parse_replay_parameters([q(ratio=1 / 3), q(ratio=1 / 3), q(ratio=1 / 3)])) == 3
+    assert len(parse_replay_parameters([q(ratio=0.3), q(ratio=0.6), q(ratio=0.1)])) == 3  # sums to 1 - 1e-16
 
 
 def test_shares_truncate_and_a_zero_share_is_one_line():
     specs = parse_replay_parameters(UNIFORM)
     assert shares(specs, 10) == [5, 5]
     assert shares(parse_replay_parameters([q(ratio=1 / 3)] * 3), 10) == [3, 3, 3]
+    assert shares(parse_replay_parameters([q(ratio=0.36), q(ratio=0.64)]), 10) == [3, 6]  # truncated, not rounded
     with pytest.raises(ConfigError, match=r"\[0\] \(queue\): sample_ratio 0.05 of batch_size 10 is 0 sequences"):
         shares(parse_replay_parameters([q(ratio=0.05), q(ratio=0.95)]), 10)
 
@@ -104,5 +105,6 @@ def test_fill_in_amount():
     assert fill_in_amount(standard, 50) == 500  # 10 * 50 > 0.2 * 1000
     assert fill_in_amount(standard, 200) == 1000  # 2000 would never come: the buffer signals when full
     assert fill_in_amount(queue, 10) == 1  # a queue starts when it holds its capacity
+    assert fill_in_amount(ReplaySpec("queue", 500, 1.0), 10) == 500  # not max(0.2 * 500, 10 * 10) = 100
     odd = ReplaySpec("standard", 1003, 1.0)
     assert fill_in_amount(odd, 1, training_fill_in_factor=0.2) == 201  # 200.6, rounded up
