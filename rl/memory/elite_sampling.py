@@ -59,6 +59,13 @@ def distance_fn(name: str, p: float = 2.0) -> Callable[[torch.Tensor, torch.Tens
     return DISTANCES[name]
 
 
+def _numpy(values) -> np.ndarray:
+    """Distances as float64 numpy, from a tensor (any device) or a sequence, without a float32 round trip."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().double().numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
 class Pool(NamedTuple):
     """A draw of candidate slots: `uniform` when lambda has reached 1 and `indices` is already the batch share."""
 
@@ -121,7 +128,7 @@ class EliteSampler:
         repeated in order until there are k.
         """
         indices = np.asarray(indices, dtype=np.int64)
-        distances = np.asarray(torch.as_tensor(distances).detach().cpu(), dtype=np.float64)
+        distances = _numpy(distances)
         counters = np.asarray(counters)
         uniq, first, mult = np.unique(indices, return_index=True, return_counts=True)
         appearance = np.argsort(first, kind="stable")  # the published dict's insertion order
@@ -159,5 +166,5 @@ def insertion_candidates(rng: np.random.Generator, n_valid: int, elite_batch_siz
 def eviction_index(candidates, distances) -> int:
     """The candidate to overwrite: the one with the largest distance, the most off-policy (the first on ties, as the
     published stable sort)."""
-    distances = np.asarray(torch.as_tensor(distances).detach().cpu(), dtype=np.float64)
+    distances = _numpy(distances)
     return int(np.asarray(candidates)[int(np.argmax(distances))])
