@@ -48,6 +48,12 @@ def on_policy() -> HParams:
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
     d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets")
     d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace")
+    # elite experience replay (seed B, REFERENCE 5.4): per-step feature vectors from the model
+    d("feature_head", False, "the model also gives feature vectors: the policy torso's activation (before any GRU), "
+      "through the scaling layer if feature_scaling_layer")
+    d("feature_scaling_layer", True, "features through seed B's untrained Linear(torso width -> feature_size) "
+      "(False: the torso's activation itself, its width)")
+    d("feature_size", 512, "width of the feature vectors with feature_scaling_layer (seed B's feature_out_layer_size)")
     d("batch_rollouts", 0, "with workers: env trajectories of num_steps in one learner update (0: num_workers x "
       "worker envs)")
     hp.activation = "tanh"

@@ -9,6 +9,15 @@ on-policy RL").
 With `recurrent=True` each stream gets a GRU cell (Cho et al. 2014) after its torso, all streams' cells evaluated
 together (`StackedGRU`). The hidden state has shape [batch, streams, recurrent_hidden_size]; it is zeroed where an
 episode starts, both when acting step by step and when a minibatch replays stored sequences (`forward_sequence`).
+
+With `feature_head` the model also gives per-step feature vectors for elite experience replay (seed B, REFERENCE 5.4):
+the policy torso's activation (the shared torso's, or the policy stream's with two torsos; before the GRU, so they
+need no hidden state and a stored sequence's are recomputed in one batched pass over its frames), through seed B's
+scaling layer `Linear(out_dim -> feature_size)` with `feature_scaling_layer`, or that activation itself without it.
+Seed B never trains the scaling layer (its `ModelNetwork.features` is in the optimizer, but no loss reads it, so its
+gradient stays None): it is a fixed random projection. Here it is held in buffers, not parameters: it is in the
+state_dict (checkpointed, published to workers with the weights) but not in the optimizer's flat buffer, where it
+would add 0.26M entries to every Adam step and norm clip of a 1.1M-parameter IMPALA CNN for an update that is zero.
 """
 
 from __future__ import annotations
@@ -78,12 +87,27 @@ class StackedGRU(nn.Module):
         return n + rz[..., H:] * (h - n)
 
 
+class FeatureProjection(nn.Module):
+    """Seed B's untrained scaling layer: y = x W^T + b with W, b buffers (state, never optimised). Glorot-uniform
+    weights and zero biases, as seed B's `weights_init` gives its Linear layers."""
+
+    def __init__(self, in_dim: int, out_dim: int):
+        super().__init__()
+        bound = math.sqrt(6.0 / (in_dim + out_dim))
+        self.register_buffer("weight", torch.empty(out_dim, in_dim).uniform_(-bound, bound))
+        self.register_buffer("bias", torch.zeros(out_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
 @models.register("actor_critic")
 class ActorCritic(nn.Module):
     """Torso stream(s) -> optional GRU -> policy head and value head."""
 
     def __init__(self, torsos: list[nn.Module], pi_head: nn.Module, recurrent_hidden_size: int = 0,
-                 ortho_init: bool = True):
+                 ortho_init: bool = True, feature_head: bool = False, feature_scaling_layer: bool = True,
+                 feature_size: int = 512):
         super().__init__()
         self.torsos = nn.ModuleList(torsos)  # one (shared) or two (policy, value)
         feat = torsos[0].out_dim
@@ -99,6 +123,15 @@ class ActorCritic(nn.Module):
                 init_orthogonal(torso, math.sqrt(2))
             init_orthogonal(self.pi_head, 0.01)
             init_orthogonal(self.v_head, 1.0)
+        # drawn last, so that the other weights are the same with the feature head on or off
+        self.feature_layer = None
+        self.feature_dim = None  # F, the width of a feature vector (None: no feature head)
+        if feature_head:
+            if feature_scaling_layer:
+                if feature_size <= 0:
+                    raise ConfigError(f"feature_scaling_layer needs feature_size > 0, got {feature_size}")
+                self.feature_layer = FeatureProjection(torsos[0].out_dim, feature_size)
+            self.feature_dim = feature_size if feature_scaling_layer else torsos[0].out_dim
 
     @classmethod
     def build(cls, hp, obs_space, action_space) -> ActorCritic:
@@ -112,7 +145,8 @@ class ActorCritic(nn.Module):
             raise ConfigError(f"actor_critic needs a Discrete or a 1-d Box action space, the env has {action_space}")
         if hp.recurrent and hp.recurrent_hidden_size <= 0:
             raise ConfigError(f"recurrent=True needs recurrent_hidden_size > 0, got {hp.recurrent_hidden_size}")
-        return cls(torsos, head, hp.recurrent_hidden_size if hp.recurrent else 0, hp.ortho_init)
+        return cls(torsos, head, hp.recurrent_hidden_size if hp.recurrent else 0, hp.ortho_init, hp.feature_head,
+                   hp.feature_scaling_layer, hp.feature_size)
 
     @property
     def hidden_shape(self) -> tuple[int, int] | None:
@@ -130,13 +164,31 @@ class ActorCritic(nn.Module):
             value = F.linear(feats[-1], self.v_head.weight, self.v_head.bias).squeeze(-1)
             return self.pi_head.forward(feats[0]), value
 
-    def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None):
-        """One step: (policy parameters, values [B], next hidden state [B, streams, H] or None)."""
+    def _features(self, torso_out: torch.Tensor) -> torch.Tensor:
+        """Feature vectors [B, F] in fp32 from the policy torso's activation [B, out_dim] (fp32 like the heads: the
+        elite distances compare them across model versions)."""
+        if self.feature_dim is None:
+            raise ConfigError("the model has no feature head: set feature_head=True")
+        with torch.autocast(torso_out.device.type, enabled=False):
+            x = torso_out.float()
+            return x if self.feature_layer is None else self.feature_layer.forward(x)
+
+    def features(self, obs: torch.Tensor, hidden: torch.Tensor | None = None) -> torch.Tensor:
+        """Feature vectors [B, F] of a batch of observations, one pass through the policy torso. `hidden` is accepted
+        and unused: the features are taken before the GRU."""
+        return self._features(self.torsos[0].forward(obs))
+
+    def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None, with_features: bool = False):
+        """One step: (policy parameters, values [B], next hidden state [B, streams, H] or None), and with
+        `with_features` the feature vectors [B, F] as a fourth output, from the same torso pass."""
         feats = [torso.forward(obs) for torso in self.torsos]  # .forward: skips nn.Module call overhead
+        features = self._features(feats[0]) if with_features else None
         if self.recurrent:
             h = self.gru.cell(self.gru.input_gates(torch.stack(feats)), hidden.transpose(0, 1))
             feats, hidden = list(h), h.transpose(0, 1)
         params, value = self._heads(feats)
+        if with_features:
+            return params, value, hidden, features
         return params, value, hidden
 
     def forward_sequence(self, obs: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor):
