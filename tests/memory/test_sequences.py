@@ -298,19 +298,23 @@ def test_attentive_sampling_ranks_most_similar_to_the_newest_last_state():
     extra = ', "sample_strategy": "attentive_sampling", "lambda_batch_multiplier": 6, "elite_sampling_strategy": ' \
             '"strategy1"'
     buf = custom(extra, capacity=6, batch_size=1, lr_scheduler_steps=1000)
-    fill(buf, 6)
+    obs, nxt, term, trunc = play(6 * T, envs=1, end_p=0.3, seed=0)
+    for r in range(6):
+        buf.add(sequences(obs, nxt, term, trunc, r * T))
 
-    def features_for(obs):  # a feature: the env's "episode" byte of the frame, so rollout r encodes r
-        seed_mark = obs[..., -1, 0, 1].float() + obs[..., -1, 0, 2].float() / 1000
-        return seed_mark[..., None].expand(*obs.shape[:2], F).clone()
+    def features_for(obs):  # the episode of the newest frame: rollouts of later episodes look alike
+        return obs[..., -1, 0, 1].float()[..., None].expand(*obs.shape[:2], F).clone()
 
-    newest_last = features_for(buf.store.gather_obs(np.array([5])))[-1, 0, 0]
+    newest = features_for(buf.store.gather_obs(np.array([5])))[:, 0, 0]
     idx = buf.sample(1, np.random.default_rng(0), features_for=features_for)
-    pool = np.random.default_rng(0).choice(6, int(buf.sampler.lam))
-    cand = features_for(buf.store.gather_obs(np.unique(pool)))[:-1]
-    dist = (cand - newest_last).flatten(0, 0).transpose(0, 1).flatten(1).norm(dim=1)
-    assert idx.tolist() == [int(np.unique(pool)[int(dist.argmin())])]
-    assert len(np.unique(pool)) > 1 and len(np.unique(dist.numpy())) > 1
+    uniq = np.unique(np.random.default_rng(0).choice(6, int(buf.sampler.lam)))
+    cand = features_for(buf.store.gather_obs(uniq))[:-1, :, 0].T  # [u, T]
+
+    def nearest(query):
+        return int(uniq[int((cand - query).norm(dim=1).argmin())])
+
+    assert nearest(newest[-1]) != nearest(newest[0])  # the query is the bootstrap (last) state, not the first
+    assert idx.tolist() == [nearest(newest[-1])]
 
 
 # ------------------------------------------------------------------ composition, gating, checkpoints
