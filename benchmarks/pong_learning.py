@@ -47,6 +47,11 @@ def value(row: dict, name: str) -> float | None:
         return None
 
 
+def _num(x: float | None, fmt: str) -> str:
+    """A figure, or "-" where the row has none (the final evaluation's row logs no losses)."""
+    return "-" if x is None else format(x, fmt)
+
+
 def summarize(rows: list[dict], every: int, thresholds: list[float]) -> dict:
     """Score, entropy and explained variance at each multiple of `every` (the last row before it), and the first
     step at which the 100-game mean score reached each threshold."""
@@ -101,7 +106,7 @@ def main() -> None:
         for name in args.sets:
             pt = report[name]["points"].get(mark)
             row[name] = ("-" if pt is None or pt["score"] is None else
-                         f"{pt['score']:+.1f} / {pt['entropy']:.3f} / {pt['explained_variance'] or 0:.2f}")
+                         f"{pt['score']:+.1f} / {_num(pt['entropy'], '.3f')} / {_num(pt['explained_variance'], '.2f')}")
         rows.append(row)
     if not rows:
         print(f"no run in {out} has reached {args.every:,} steps yet")
