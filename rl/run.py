@@ -168,7 +168,8 @@ def write_run_record(hp, args, output_dir: Path) -> None:
               "flags": {k: v for k, v in vars(args).items() if k != "func"}}
     path = output_dir / "hparams.json"
     if path.exists():
-        kept = [{**entry, "settings": {k: v for k, v in entry.get("settings", {}).items() if hp.to_dict().get(k) == v}}
+        now = record["hparams"]
+        kept = [{**entry, "settings": {k: v for k, v in entry.get("settings", {}).items() if now.get(k) == v}}
                 for entry in json.loads(path.read_text()).get("control", [])]
         if any(entry["settings"] for entry in kept):
             record["control"] = [entry for entry in kept if entry["settings"]]

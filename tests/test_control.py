@@ -160,3 +160,25 @@ def test_resume_keeps_control_changes_over_the_original_override_but_not_over_a_
     write_run_record(new, args, tmp_path)
     assert json.loads((tmp_path / "hparams.json").read_text())["control"][0]["settings"] == {"ent_coef": 0.0}
     assert resolve_hparams(args, tmp_path).lr == 1e-3  # and stays the user's choice on the next resume
+
+
+def build(name: str, overrides: str = ""):
+    from rl.envs import make_env
+    from rl.trainer import build_agent
+
+    hp = hp_of(name, overrides)
+    env = make_env(hp)
+    agent = build_agent(hp, env, 0)
+    env.close()
+    return agent
+
+
+def test_change_settings_reaches_the_optimizers_and_refuses_the_rest():
+    dqn = build("dqn_cartpole")
+    dqn.change_settings({"lr": 1e-5, "exploration_final_eps": 0.2})
+    assert dqn.optimizer.lr == 1e-5 and dqn.explore.epsilon(10**9) == pytest.approx(0.2)
+    sac = build("sac_pendulum", "lr_actor=0.0")
+    sac.change_settings({"lr": 2e-5})
+    assert {name: opt.lr for name, opt in sac.optimizers().items()} == {name: 2e-5 for name in sac.optimizers()}
+    with pytest.raises(ConfigError, match="gamma cannot change"):
+        build("ppo_cartpole").change_settings({"gamma": 0.5})

@@ -203,13 +203,6 @@ class SAC(ActorCriticAgent):
         self.target_entropy = hp.target_entropy * float(np.prod(action_space.shape))
         super().__init__(hp, obs_space, action_space, num_envs, seed)
 
-    def settings_changed(self, values: dict) -> None:
-        if "lr" in values:  # the actor's and temperature's own rates follow lr unless they are set apart
-            hp = self.hp
-            rates = {"critic": hp.lr, "actor": hp.lr_actor or hp.lr, "alpha": getattr(hp, "lr_alpha", 0) or hp.lr}
-            for name, opt in self.optims.items():
-                opt.lr = rates[name]
-
     def make_optimizers(self) -> dict[str, FlatAdam]:
         optimizers = super().make_optimizers()
         if self.hp.tune_alpha:
