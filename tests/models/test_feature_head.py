@@ -102,7 +102,7 @@ def fingerprint(model) -> tuple[int, int, str]:
 # head existed (commit 0c6aea5): a default model that no longer loads an existing checkpoint fails here
 BEFORE = {"ppo_cartpole": (VEC, TWO, 9155, 12, "97e8edef26c50983"),
           "ppo_gru_cartpole": (VEC, TWO, 27075, 8, "020e6e686a31f558"),
-          "impala_pong": (ATARI, SIX, 1091031, 36, "4ff06ce4904c8ab9"),
+          "impala_pong:impala_cnn": (ATARI, SIX, 1091031, 36, "4ff06ce4904c8ab9"),
           "appo_atari": (ATARI, SIX, 1687719, 12, "0c1024ea95cf4299"),
           "ppo_pendulum": (gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32), 8963, 13,
                            "1c1c7c822a7f8517")}
@@ -111,7 +111,9 @@ BEFORE = {"ppo_cartpole": (VEC, TWO, 9155, 12, "97e8edef26c50983"),
 @pytest.mark.parametrize("name", list(BEFORE))
 def test_default_model_unchanged(name):
     obs_space, act_space, count, entries, digest = BEFORE[name]
-    hp = sets[name]()
+    set_name, _, torso = name.partition(":")  # "set:torso" builds the set with another torso
+    hp = sets[set_name]()
+    hp.torso = torso or hp.torso
     assert not hp.feature_head
     torch.manual_seed(0)
     model = models["actor_critic"].build(hp, obs_space, act_space)
