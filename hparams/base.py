@@ -105,5 +105,6 @@ def off_policy(hp: HParams) -> HParams:
       "(model)")
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
       '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
-      "mixed memory: JSON list of buffers, each with type, capacity and sample_ratio (ratios summing to 1)")
+      "mixed memory (transitions) and agent=impala (sequences: seed B's queue, standard, custom): JSON list of "
+      "buffers, each with type, capacity and sample_ratio (ratios summing to 1)")
     return hp

@@ -48,6 +48,24 @@ def on_policy() -> HParams:
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
     d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets")
     d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace")
+    d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage (seed B's c_const)")
+    # seed B's V-trace agent (agent=impala, REFERENCE 5.1-5.4): sequence replay, CLEAR, LASER
+    d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]',
+      "impala: seed B's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, standard: uniform "
+      "with replacement, custom: elite/attentive sampling, elite insertion) with sample_ratios summing to 1; the "
+      "default is seed B's 'no replay'")
+    d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
+      "10 x batch_rollouts) sequences")
+    d("lr_end_value", 0.0, "impala with lr_decay: the rate decays linearly (polynomial, power 1) to this over "
+      "lr_scheduler_steps batches")
+    d("lr_scheduler_steps", 10000, "impala: batches over which lr decays (lr_decay) and elite sampling's lambda "
+      "anneals (with alfa_annealing_factor)")
+    d("clear_policy_coef", 0.0, "impala: CLEAR's policy cloning, + this x mean KL(pi || mu) (Rolnick et al. 2019: 0.05)")
+    d("clear_value_coef", 0.0, "impala: CLEAR's value cloning, + this x ||V_mu - V||_2 / batch elements (0.005)")
+    d("laser_kl_threshold", 0.0, "impala: LASER's trust-region mask, steps with KL(pi || mu) >= this leave the "
+      "V-trace targets and the loss (Schmitt et al. 2019: 0.3; 0 = off)")
+    d("replay_caching", False, "impala: prepare the next replayed batch in a background thread while the learner "
+      "steps (seed B's caching)")
     # elite experience replay (seed B, REFERENCE 5.4): per-step feature vectors from the model
     d("feature_head", False, "the model also gives feature vectors: the policy torso's activation (before any GRU), "
       "through the scaling layer if feature_scaling_layer")

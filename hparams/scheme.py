@@ -10,9 +10,11 @@
   global-norm clip commutes with the scale (clip(g / k, c / k) = clip(g, c) / k), so c' = c / k. Hence epsilon
   0.01 / 100 = 1e-4 and clip 40 / 100 = 0.4; the learning rate needs no change (RMSprop divides the scale out), and
   centering would not change the rule (v - m^2 scales by 1 / k^2 too). With TF's convention (epsilon inside the
-  root) the rescale would be eps / k^2 instead. Seed B also mixes a replay (queue + 1000) into its batches; that, and
-  its elite replay and CLEAR cloning losses, are not part of this set.
-- `impala_pong`, `impala_cartpole`: the same on Pong and on CartPole. `impala_pong` uses the Nature CNN: seed B's
+  root) the rescale would be eps / k^2 instead. This set learns from fresh rollouts only; seed B's replay, elite
+  replay and CLEAR are the Pong sets below.
+- `impala_pong`, `elite_impala_pong`, `attentive_impala_pong`: seed B's agent (agent=impala, rl/agents/impala.py)
+  with its replay, elite replay and attentive replay on Pong; `impala_cartpole`: `impala` on CartPole, fresh rollouts
+  only (agent a2c with the vtrace loss). The Pong sets use the Nature CNN: seed B's
   own network (`model/network.py`) is three convolutions (64, 64, 128 channels, 3x3 stride 2) and a 512-wide ReLU
   layer that its elite replay reads as the feature vector, the Nature CNN's shape at a third of its compute; the
   IMPALA CNN (`--hparam_override torso=impala_cnn`) is 5 times the Nature CNN's compute per frame and ran this set at
@@ -64,10 +66,27 @@ def impala() -> HParams:
     return hp
 
 
-@hparams.register
-def impala_pong() -> HParams:
-    """`impala` on PongNoFrameskip-v4 with the Nature CNN (the shape of seed B's network: 3 convolutions, 512 ReLU)."""
-    hp = _atari(impala())
+# seed B's --replay_parameters: its first command, its elite command, and the attentive variant of the elite one
+SEED_B_REPLAY = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
+                 '{"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]')
+SEED_B_ELITE = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", '
+                '"sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0}, '
+                '{"type": "queue", "capacity": 1, "sample_ratio": 0.5}]')
+SEED_B_ATTENTIVE = SEED_B_ELITE.replace("elite_sampling", "attentive_sampling")
+
+
+def _seed_b(hp: HParams, replay: str) -> HParams:
+    """Seed B's agent (agent=impala): batches of batch_rollouts sequences composed from `replay`'s buffers, with
+    CLEAR's cloning terms on (B's defaults, 0.05 and 0.005; REFERENCE 5.1)."""
+    hp.agent, hp.replay_parameters = "impala", replay
+    hp.clear_policy_coef, hp.clear_value_coef = 0.05, 0.005
+    hp.feature_head = "elite" in replay or "attentive" in replay
+    return hp
+
+
+def _pong(hp: HParams) -> HParams:
+    """On PongNoFrameskip-v4 with the Nature CNN: the shape of seed B's own network."""
+    hp = _atari(hp)
     hp.torso = "nature_cnn"
     hp.activation = "relu"
     hp.shared_torso = True
@@ -76,6 +95,28 @@ def impala_pong() -> HParams:
     hp.eval_interval, hp.checkpoint_interval = 250_000, 100_000
     hp.torch_threads = 1  # the learner keeps one core, the workers share the other (2-core machine)
     return hp
+
+
+@hparams.register
+def impala_pong() -> HParams:
+    """Seed B's first command on Pong: `impala` with its replay, half fresh (queue 1) and half replayed (standard
+    1000) sequences a batch, and CLEAR."""
+    return _seed_b(_pong(impala()), SEED_B_REPLAY)
+
+
+@hparams.register
+def elite_impala_pong() -> HParams:
+    """Seed B's elite command on Pong: half the batch elite-sampled from a custom buffer of 1000 (ln_norm distances
+    of the feature vectors, a pool of lambda = 6 x 5 annealed to 1 over 2 x lr_scheduler_steps batches, strategy3),
+    half fresh. On Breakout and Seaquest (the games seed B reports): --env BreakoutNoFrameskip-v4."""
+    return _seed_b(_pong(impala()), SEED_B_ELITE)
+
+
+@hparams.register
+def attentive_impala_pong() -> HParams:
+    """`elite_impala_pong` with seed B's modified attentive replay: the candidates most similar to the newest
+    rollout's last observation first (REFERENCE 5.3)."""
+    return _seed_b(_pong(impala()), SEED_B_ATTENTIVE)
 
 
 @hparams.register

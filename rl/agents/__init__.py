@@ -3,6 +3,7 @@
 from rl.agents import (
     continuous,  # noqa: F401
     dqn,  # noqa: F401  (registers members)
+    impala,  # noqa: F401
     on_policy,  # noqa: F401
 )
 from rl.agents.base import Agent  # noqa: F401

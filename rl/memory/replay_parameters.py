@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from rl.errors import ConfigError
 
 TYPES = ("queue", "standard", "custom")
+ALIASES = {"replay": "standard"}  # the name the transition-level mixed memory uses for seed B's `standard`
 DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
 SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
 INSERT_STRATEGIES = ("elite_insertion",)
@@ -91,6 +92,8 @@ def _spec(i: int, item) -> ReplaySpec:
         raise ConfigError(f"replay_parameters[{i}]: each buffer must be an object, got {item!r}")
     if "type" not in item:
         raise ConfigError(f"replay_parameters[{i}]: missing key 'type' (one of {', '.join(TYPES)})")
+    if isinstance(item["type"], str) and item["type"].lower() in ALIASES:
+        item = {**item, "type": ALIASES[item["type"].lower()]}
     kind = _value(f"replay_parameters[{i}]", "type", item["type"], *_COMMON["type"])
     where = f"replay_parameters[{i}] ({kind})"
     keys = _CUSTOM if kind == "custom" else _COMMON

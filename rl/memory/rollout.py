@@ -63,9 +63,13 @@ class RolloutMemory:
 
     FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "dones", "values", "log_probs")
     RECURRENT_FIELDS = ("hidden", "next_hidden", "starts")
+    BEHAVIOUR_FIELDS = ("features", "logits")  # optional: what sequence replay keeps of the acting policy
 
     def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (),
-                 action_dtype=np.int64, hidden_shape: tuple | None = None, device: str | torch.device = "cpu"):
+                 action_dtype=np.int64, hidden_shape: tuple | None = None, device: str | torch.device = "cpu",
+                 behaviour: dict[str, int] | None = None):
+        """`behaviour`: per-step vectors of the acting policy to keep, by name and width (`features`: elite
+        replay's feature vectors [T, N, F]; `logits`: CLEAR's and LASER's behaviour logits [T, N, A])."""
         self.num_steps, self.num_envs, self.device = int(num_steps), int(num_envs), torch.device(device)
         T, N = self.num_steps, self.num_envs
         # pinned (page-locked) on a CUDA run: minibatches of observations then copy to the GPU asynchronously
@@ -80,6 +84,12 @@ class RolloutMemory:
             self.hidden = torch.zeros((T, N, *hidden_shape))
             self.next_hidden = torch.zeros_like(self.hidden)
             self.starts = torch.zeros((T, N))
+        self.behaviour_widths = dict(behaviour or {})
+        self.behaviour = tuple(sorted(self.behaviour_widths))
+        for name, width in (behaviour or {}).items():
+            if name not in self.BEHAVIOUR_FIELDS:
+                raise ValueError(f"unknown behaviour field {name!r}: valid: {', '.join(self.BEHAVIOUR_FIELDS)}")
+            setattr(self, name, torch.zeros((T, N, width)))
         self.pos = 0
         # columns written whole by `write_columns` (a collection worker's rollout), and how many learner updates
         # old the policy that acted each column was: staleness travels with the data
@@ -100,8 +110,9 @@ class RolloutMemory:
         return self.pos == self.num_steps
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated, values: torch.Tensor,
-            log_probs: torch.Tensor, hidden=None, next_hidden=None, starts=None) -> None:
-        """Store one batched step (a leading env dimension on every argument)."""
+            log_probs: torch.Tensor, hidden=None, next_hidden=None, starts=None, **behaviour) -> None:
+        """Store one batched step (a leading env dimension on every argument); `behaviour` holds the vectors named
+        at construction (features=..., logits=...)."""
         t, views = self.pos, self._views  # numpy views of the storage: a numpy copy costs far less than a torch one
         views["obs"][t] = _numpy(obs)
         views["actions"][t] = _numpy(actions)
@@ -114,6 +125,8 @@ class RolloutMemory:
         if self.recurrent:
             views["hidden"][t], views["next_hidden"][t] = _numpy(hidden), _numpy(next_hidden)
             views["starts"][t] = starts
+        for name in self.behaviour:
+            views[name][t] = _numpy(behaviour[name])
         self.pos += 1
 
     def write_columns(self, start: int, src: RolloutMemory, policy_lag: int = 0) -> None:
@@ -123,6 +136,8 @@ class RolloutMemory:
         if src.num_steps != self.num_steps or start + n > self.num_envs:
             raise ValueError(f"a rollout of {src.num_steps}x{n} does not fit columns {start}.. of "
                              f"{self.num_steps}x{self.num_envs}")
+        if src.behaviour != self.behaviour:
+            raise ValueError(f"a rollout keeping {src.behaviour} does not fit one keeping {self.behaviour}")
         for f in self._fields():
             getattr(self, f)[:, start:start + n] = getattr(src, f)
         self.policy_lag[start:start + n] = policy_lag
@@ -200,7 +215,7 @@ class RolloutMemory:
 
     # ------------------------------------------------------------------ checkpointing
     def _fields(self) -> tuple[str, ...]:
-        return self.FIELDS + (self.RECURRENT_FIELDS if self.recurrent else ())
+        return self.FIELDS + (self.RECURRENT_FIELDS if self.recurrent else ()) + self.behaviour
 
     def state_dict(self) -> dict:
         return {"pos": self.pos, "data": {f: getattr(self, f)[: self.pos].clone() for f in self._fields()}}
@@ -209,3 +224,10 @@ class RolloutMemory:
         self.pos = int(state["pos"])
         for f in self._fields():
             getattr(self, f)[: self.pos] = state["data"][f]
+
+    def __getstate__(self):  # shipped by value (Ray): the tensors, not the numpy views of them
+        return {k: v for k, v in self.__dict__.items() if k != "_views"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._views = {f: getattr(self, f).numpy() for f in self._fields()}

@@ -59,12 +59,14 @@ class Rows:
                                                                    "terminated", "truncated")), rows + row_offset
 
 
-def make_buffer(role: str, hp, obs_space, action_space, hidden_shape, grad_size: int):
-    """A fresh buffer for a worker of `role` with the worker settings `hp` (on the CPU, not shared)."""
+def make_buffer(role: str, hp, obs_space, action_space, hidden_shape, grad_size: int,
+                behaviour: dict[str, int] | None = None):
+    """A fresh buffer for a worker of `role` with the worker settings `hp` (on the CPU, not shared); a rollout keeps
+    the `behaviour` vectors that the learner's rollout keeps (sequence replay's features and logits)."""
     n = hp.worker_envs or hp.num_envs
     if role == "rollouts":
         return RolloutMemory(hp.num_steps, n, obs_space.shape, obs_space.dtype, action_space.shape,
-                             action_space.dtype, hidden_shape=hidden_shape)
+                             action_space.dtype, hidden_shape=hidden_shape, behaviour=behaviour)
     if role == "rows":
         return Rows(hp.worker_steps, n, obs_space, action_space)
     return torch.zeros(grad_size)

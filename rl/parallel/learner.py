@@ -52,8 +52,18 @@ def learner_envs(hp, on_policy: bool) -> int:
     if hp.num_workers == 0 or grad_mode(hp):
         return n  # the learner of async gradient workers never fills a rollout of its own
     if on_policy:
+        if learns_each_rollout(hp):
+            return n
         return hp.batch_rollouts or hp.num_workers * n
     return hp.num_workers * n
+
+
+def learns_each_rollout(hp) -> bool:
+    """Agents that take every worker rollout as it arrives (sequence replay: agent=impala) rather than a batch of
+    `batch_rollouts` columns."""
+    from rl.registry import agents
+
+    return getattr(agents[hp.agent], "LEARNS_EACH_ROLLOUT", False)
 
 
 def check_settings(hp, on_policy: bool) -> None:
@@ -65,7 +75,7 @@ def check_settings(hp, on_policy: bool) -> None:
         columns = learner_envs(hp, True)
         if columns % n:
             raise ConfigError(f"batch_rollouts ({columns}) must be a multiple of the envs per worker ({n})")
-        if hp.col_communication == "sync" and columns != hp.num_workers * n:
+        if hp.col_communication == "sync" and columns != hp.num_workers * n and not learns_each_rollout(hp):
             raise ConfigError(f"col_communication=sync learns from one rollout of every worker: batch_rollouts must "
                               f"be num_workers x worker envs = {hp.num_workers * n} (or 0), got {columns}")
     if grad_mode(hp) and not on_policy:
@@ -190,6 +200,7 @@ class Learner:
         self.sync = hp.col_communication == "sync" and role != "gradients"
         hidden = getattr(getattr(agent, "model", None), "hidden_shape", None)
         grad_size = agent.optimizers()["optimizer"].grad.numel() if role == "gradients" else 0
+        behaviour = agent.memory.behaviour_widths if role == "rollouts" else None
         self.transport = make_transport(transport, hp)
         self.round: set[int] = set()
         self.lags: deque[int] = deque(maxlen=100)
@@ -197,7 +208,7 @@ class Learner:
         self.clock = {"perf/wait_s": 0.0, "perf/learn_s": 0.0, "scheme/policy_lag": 0.0,
                       "scheme/version": agent.updates, "scheme/dropped": 0, "scheme/restarts": 0,
                       "scheme/workers": count}
-        self.transport.start(self.specs, lambda spec: make_buffer(role, spec.hp, *spaces, hidden, grad_size),
+        self.transport.start(self.specs, lambda spec: make_buffer(role, spec.hp, *spaces, hidden, grad_size, behaviour),
                              agent.acting_state(), agent.updates, self.sync)
 
     def publish(self) -> None:

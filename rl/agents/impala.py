@@ -1,0 +1,216 @@
+"""Seed B's V-trace agent (elite_buffer_vtrace; ../shared/REFERENCE.md 5.1-5.4): every rollout of T steps goes, one
+env's sequence at a time, into every buffer of `replay_parameters` (rl/memory/sequences.py), and each batch of
+`batch_rollouts` sequences is composed from them by sample ratio, in the listed order: with seed B's
+`queue 1 @0.5 + standard 1000 @0.5`, half the freshest sequences, half replayed ones. Every sequence of a batch is
+scored by the current model and learned from with V-trace (`grad_comp=vtrace`), with CLEAR's cloning terms and
+LASER's trust-region mask as settings.
+
+Acting is the on-policy agent's, plus what the buffers keep of the acting policy: per-step feature vectors (the
+model's feature head, for elite and attentive sampling) and logits (CLEAR, LASER). With workers (`--num_workers`),
+each shipment is one worker's rollout, handed to `update()` as it arrives; with one process, the agent's own
+rollout. A batch is learned as soon as every buffer can give its share, so the queue's share of fresh sequences
+sets the pace: 5 fresh sequences (50 agent steps) per batch in seed B's first command.
+
+The buffers, their sampling counters, the annealed lambda and the batch generator are checkpointed: a resumed run
+composes the batches the uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rl.agents.on_policy import OnPolicyAgent, _fp32
+from rl.errors import ConfigError
+from rl.grad_comp.vtrace import categorical_kl, laser_mask, vtrace_targets
+from rl.memory.replay_parameters import parse_replay_parameters
+from rl.memory.rollout import RolloutBatch, RolloutMemory
+from rl.memory.sequences import SequenceBatch, Sequences, build_buffers, compose, from_rollout, next_values
+from rl.registry import agents
+
+
+def ranks_sequences(specs) -> bool:
+    """Whether a buffer ranks sequences by the current model's features (elite/attentive sampling, elite insertion)."""
+    return any(getattr(s, "sample_strategy", None) or getattr(s, "insert_strategy", None) for s in specs)
+
+
+@agents.register("impala")
+class ImpalaAgent(OnPolicyAgent):
+    """V-trace on batches composed from sequence buffers (seed B); learns from each rollout as it arrives."""
+
+    LEARNS_EACH_ROLLOUT = True  # the learner hands it every worker rollout (rl/parallel/learner.py)
+    LIVE_SETTINGS = ("lr", "ent_coef", "vf_coef", "max_grad_norm")
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        if hp.grad_comp != "vtrace":
+            raise ConfigError(f"agent 'impala' learns with V-trace: use grad_comp=vtrace (got {hp.grad_comp!r})")
+        if hp.recurrent:
+            raise ConfigError("agent 'impala' replays sequences without stored hidden states: use recurrent=False")
+        if not hasattr(action_space, "n"):
+            raise ConfigError(f"agent 'impala' acts in discrete action spaces (seed B's Atari), got {action_space}")
+        self.specs = parse_replay_parameters(hp.replay_parameters)
+        self.ranked = ranks_sequences(self.specs)
+        if self.ranked and not hp.feature_head:
+            raise ConfigError("elite/attentive sampling and elite insertion rank sequences by the model's feature "
+                              "vectors: set feature_head=True")
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        behaviour = {}
+        if self.ranked:
+            behaviour["features"] = self.model.feature_dim
+        if hp.clear_policy_coef or hp.laser_kl_threshold > 0:
+            behaviour["logits"] = int(action_space.n)
+        self.memory = RolloutMemory(hp.num_steps, num_envs, obs_space.shape, obs_space.dtype, action_space.shape,
+                                    action_space.dtype, device=hp.device, behaviour=behaviour)
+        self._behaviour: dict = {}
+        self.buffers = None  # built on the first update: workers act and never allocate them
+        self.replay_rng = np.random.default_rng([seed, 77])  # the batches' draws
+        self._stored_buffers: dict | None = None  # a checkpoint's buffers, loaded when the buffers are built
+
+    # ------------------------------------------------------------------ acting
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        if deterministic or not self.memory.behaviour:
+            return super().act(obs, deterministic)
+        x = self._input(obs, update_stats=True)
+        with torch.inference_mode():
+            with self.autocast():
+                if "features" in self.memory.behaviour:
+                    params, values, hidden, features = self.model(x, self.hidden, with_features=True)
+                else:
+                    (params, values, hidden), features = self.model(x, self.hidden), None
+            params, values = _fp32(params), values.float()
+            step = self.policy(params)
+        self._cache = (x, step.actions, step.log_probs, values, self.hidden, hidden)
+        self._behaviour = {"features": features, "logits": params}
+        return step.env_actions
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        x, stored_actions, log_probs, values, hidden, next_hidden = self._cache
+        if self.reward_norm is not None:
+            rewards = self.reward_norm(rewards, np.logical_or(terminated, truncated))
+        behaviour = {k: self._behaviour[k] for k in self.memory.behaviour}
+        self.memory.add(x, stored_actions, rewards, self._input(next_obs), terminated, truncated, values, log_probs,
+                        **behaviour)
+        self.env_steps += len(rewards)
+
+    # ------------------------------------------------------------------ the buffers
+    def _features_for(self, obs: torch.Tensor) -> torch.Tensor:
+        """The current model's features [T+1, n, F] of time-major observations [T+1, n, ...], one batched pass."""
+        with torch.inference_mode():
+            x = obs.to(self.device).flatten(0, 1)
+            if self.obs_norm is not None:
+                x = self.to_tensor(self.obs_norm(x.cpu().numpy(), update=False))
+            with self.autocast():
+                return self.model.features(x).float().view(*obs.shape[:2], -1).cpu()
+
+    def _build_buffers(self):
+        hp = self.hp
+        feature_dim = self.memory.behaviour_widths.get("features", 0)
+        logits_dim = self.memory.behaviour_widths.get("logits")
+        self.buffers = build_buffers(self.specs, self.obs_space, hp.num_steps, hp.batch_rollouts, self.action_space,
+                                     feature_dim=feature_dim, seed=self.seed, lr_scheduler_steps=hp.lr_scheduler_steps,
+                                     logits_dim=logits_dim)
+        if self._stored_buffers is not None:
+            for buf, state in zip(self.buffers, self._stored_buffers["buffers"]):
+                buf.load_state_dict(state)
+            self._stored_buffers = None
+        return self.buffers
+
+    def _sequences(self, column: int) -> Sequences:
+        """Env column `column` of the full rollout, as one sequence with its behaviour vectors."""
+        mem, cols = self.memory, slice(column, column + 1)
+        T = mem.pos
+        features = mem.features[:T, cols] if "features" in mem.behaviour else torch.zeros(T, 1, 0)
+        logits = mem.logits[:T, cols] if "logits" in mem.behaviour else None
+        return from_rollout(mem, features, logits, columns=cols)
+
+    def _compose(self) -> SequenceBatch | None:
+        return compose(self.buffers, self.hp.batch_rollouts, self.replay_rng,
+                       features_for=self._features_for if self.ranked else None,
+                       training_fill_in_factor=self.hp.training_fill_in_factor)
+
+    # ------------------------------------------------------------------ learning
+    def update(self) -> dict:
+        """A full rollout goes into every buffer, sequence by sequence; after each, as many batches as the buffers
+        can give are learned from (one per queue share of fresh sequences)."""
+        if not self.memory.full:
+            return {}
+        buffers = self.buffers if self.buffers is not None else self._build_buffers()
+        info: dict = {}
+        for column in range(self.memory.num_envs):
+            item = self._sequences(column)
+            for buf in buffers:
+                buf.add(item, features_for=self._features_for if self.ranked else None)
+            while (batch := self._compose()) is not None:
+                info = self.learn(batch)
+        self.memory.reset()
+        return info
+
+    def _lr(self) -> float:
+        """Seed B's polynomial (power 1) decay from lr to lr_end_value over lr_scheduler_steps batches."""
+        hp = self.hp
+        if not hp.lr_decay:
+            return hp.lr
+        remaining = max(0.0, 1.0 - self.updates / max(1, hp.lr_scheduler_steps))
+        return hp.lr_end_value + (hp.lr - hp.lr_end_value) * remaining
+
+    def learn(self, batch: SequenceBatch) -> dict:
+        """One gradient step of V-trace on `batch`: the current model scores all T+1 observations of every sequence
+        in one pass; the targets bootstrap from the last one (or from a truncated step's final observation)."""
+        hp, dev = self.hp, self.device
+        T, k = batch.rewards.shape
+        obs = batch.obs.to(dev)
+        self.optimizer.lr = self._lr()
+        with self.autocast():
+            params, values, _ = self.model(obs.flatten(0, 1))
+        logits, values = _fp32(params).view(T + 1, k, -1), values.float().view(T + 1, k)
+        actions = batch.actions.to(dev)
+        log_probs = self.policy.log_prob(logits[:T], actions)
+        entropy = self.policy.entropy(logits[:T])
+        final_values = torch.zeros(0, device=dev)
+        if len(batch.final_at):
+            with torch.no_grad(), self.autocast():
+                final_values = self.model(batch.final_obs.to(dev))[1].float()
+        behaviour_log_probs = batch.log_probs.to(dev)
+        kl = categorical_kl(logits[:T], batch.logits.to(dev)) if batch.logits is not None else None
+        mask = laser_mask(kl, hp.laser_kl_threshold) if kl is not None else None
+        vs, advantages = vtrace_targets(log_probs.detach() - behaviour_log_probs, values[:T].detach(),
+                                        next_values(values.detach(), final_values, batch.final_at.to(dev)),
+                                        batch.rewards.to(dev), batch.terminated.to(dev), batch.dones.to(dev),
+                                        hp.gamma, hp.vtrace_rho, hp.vtrace_c, hp.vtrace_pg_rho, mask=mask)
+        flat = RolloutBatch(None, actions.flatten(0, 1), behaviour_log_probs.flatten(), batch.values.to(dev).flatten(),
+                            advantages.flatten(), vs.flatten())
+        loss, info = self.loss_fn(log_probs.flatten(), entropy.flatten(), values[:T].flatten(), flat,
+                                  diagnostics=True, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef,
+                                  mask=None if mask is None else mask.flatten(),
+                                  policy_kl=None if kl is None else kl.flatten(),
+                                  clear_policy_coef=hp.clear_policy_coef, clear_value_coef=hp.clear_value_coef)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self._apply(self.optimizer.grad)
+        self.updates += 1
+        info.update({"charts/learning_rate": self.optimizer.lr, "replay/lambda": self._lambda()})
+        return info
+
+    def _lambda(self) -> float:
+        samplers = [b.sampler for b in self.buffers or () if getattr(b, "sampler", None) is not None]
+        return float(samplers[0].lam) if samplers else 1.0
+
+    # ------------------------------------------------------------------ checkpointing
+    def extra_state(self) -> dict:
+        state = super().extra_state()
+        buffers = self._stored_buffers["buffers"] if self._stored_buffers is not None else (
+            [b.state_dict() for b in self.buffers] if self.buffers is not None else None)
+        state["sequence_replay"] = {"rng": self.replay_rng.bit_generator.state, "buffers": buffers}
+        return state
+
+    def load_extra_state(self, state: dict) -> None:
+        super().load_extra_state(state)
+        replay = state.get("sequence_replay")
+        if replay is None:
+            return
+        self.replay_rng.bit_generator.state = replay["rng"]
+        if replay["buffers"] is not None:
+            self._stored_buffers = {"buffers": replay["buffers"]}
+            if self.buffers is not None:
+                self._build_buffers()
+
