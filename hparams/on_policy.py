@@ -48,7 +48,8 @@ def on_policy() -> HParams:
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
     d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets")
     d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace")
-    d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage (seed B's c_const)")
+    d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage (seed B's "
+      "c_const)")
     # seed B's V-trace agent (agent=impala, REFERENCE 5.1-5.4): sequence replay, CLEAR, LASER
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]',
       "impala: seed B's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, standard: uniform "
@@ -60,7 +61,8 @@ def on_policy() -> HParams:
       "lr_scheduler_steps batches")
     d("lr_scheduler_steps", 10000, "impala: batches over which lr decays (lr_decay) and elite sampling's lambda "
       "anneals (with alfa_annealing_factor)")
-    d("clear_policy_coef", 0.0, "impala: CLEAR's policy cloning, + this x mean KL(pi || mu) (Rolnick et al. 2019: 0.05)")
+    d("clear_policy_coef", 0.0, "impala: CLEAR's policy cloning, + this x mean KL(pi || mu) (Rolnick et al. 2019: "
+      "0.05)")
     d("clear_value_coef", 0.0, "impala: CLEAR's value cloning, + this x ||V_mu - V||_2 / batch elements (0.005)")
     d("laser_kl_threshold", 0.0, "impala: LASER's trust-region mask, steps with KL(pi || mu) >= this leave the "
       "V-trace targets and the loss (Schmitt et al. 2019: 0.3; 0 = off)")

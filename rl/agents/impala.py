@@ -17,15 +17,18 @@ composes the batches the uninterrupted one would.
 
 from __future__ import annotations
 
+import copy
+import threading
+
 import numpy as np
 import torch
 
 from rl.agents.on_policy import OnPolicyAgent, _fp32
 from rl.errors import ConfigError
 from rl.grad_comp.vtrace import categorical_kl, laser_mask, vtrace_targets
-from rl.memory.replay_parameters import parse_replay_parameters
+from rl.memory.replay_parameters import parse_replay_parameters, shares
 from rl.memory.rollout import RolloutBatch, RolloutMemory
-from rl.memory.sequences import SequenceBatch, Sequences, build_buffers, compose, from_rollout, next_values
+from rl.memory.sequences import SequenceBatch, Sequences, build_buffers, concat, from_rollout, next_values, ready
 from rl.registry import agents
 
 
@@ -65,6 +68,10 @@ class ImpalaAgent(OnPolicyAgent):
         self.buffers = None  # built on the first update: workers act and never allocate them
         self.replay_rng = np.random.default_rng([seed, 77])  # the batches' draws
         self._stored_buffers: dict | None = None  # a checkpoint's buffers, loaded when the buffers are built
+        # replay_caching: the replayed shares of the next batch, drawn by a thread while the learner steps, ranked by
+        # a snapshot of the weights taken before the step (the live weights change under it)
+        self.prepared: dict[int, SequenceBatch] = {}
+        self._snapshot = None
 
     # ------------------------------------------------------------------ acting
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -93,14 +100,15 @@ class ImpalaAgent(OnPolicyAgent):
         self.env_steps += len(rewards)
 
     # ------------------------------------------------------------------ the buffers
-    def _features_for(self, obs: torch.Tensor) -> torch.Tensor:
+    def _features_for(self, obs: torch.Tensor, model=None) -> torch.Tensor:
         """The current model's features [T+1, n, F] of time-major observations [T+1, n, ...], one batched pass."""
+        model = self.model if model is None else model
         with torch.inference_mode():
             x = obs.to(self.device).flatten(0, 1)
             if self.obs_norm is not None:
                 x = self.to_tensor(self.obs_norm(x.cpu().numpy(), update=False))
             with self.autocast():
-                return self.model.features(x).float().view(*obs.shape[:2], -1).cpu()
+                return model.features(x).float().view(*obs.shape[:2], -1).cpu()
 
     def _build_buffers(self):
         hp = self.hp
@@ -124,9 +132,39 @@ class ImpalaAgent(OnPolicyAgent):
         return from_rollout(mem, features, logits, columns=cols)
 
     def _compose(self) -> SequenceBatch | None:
-        return compose(self.buffers, self.hp.batch_rollouts, self.replay_rng,
-                       features_for=self._features_for if self.ranked else None,
-                       training_fill_in_factor=self.hp.training_fill_in_factor)
+        """The next batch, each buffer's share in the listed order (prepared shares first used); None until every
+        buffer holds its fill-in amount."""
+        hp = self.hp
+        if not ready(self.buffers, hp.batch_rollouts, hp.training_fill_in_factor):
+            return None
+        counts = shares(self.specs, hp.batch_rollouts)
+        features_for = self._features_for if self.ranked else None
+        return concat([self.prepared.pop(i) if i in self.prepared else
+                       buf.gather(buf.sample(k, self.replay_rng, features_for=features_for))
+                       for i, (buf, k) in enumerate(zip(self.buffers, counts))])
+
+    def _prepare(self) -> threading.Thread | None:
+        """replay_caching: draw the replayed shares (every buffer but the queues) of the next batch in a thread."""
+        if not self.hp.replay_caching:
+            return None
+        if self.ranked:
+            if self._snapshot is None:
+                self._snapshot = copy.deepcopy(self.model)
+            self._snapshot.load_state_dict(self.model.state_dict())
+        counts = shares(self.specs, self.hp.batch_rollouts)
+
+        def features_for(obs):
+            return self._features_for(obs, self._snapshot)
+
+        def work():
+            for i, (buf, k) in enumerate(zip(self.buffers, counts)):
+                if buf.spec.type != "queue" and i not in self.prepared:
+                    self.prepared[i] = buf.gather(buf.sample(k, self.replay_rng,
+                                                             features_for=features_for if self.ranked else None))
+
+        thread = threading.Thread(target=work, name="replay-caching", daemon=True)
+        thread.start()
+        return thread
 
     # ------------------------------------------------------------------ learning
     def update(self) -> dict:
@@ -141,7 +179,10 @@ class ImpalaAgent(OnPolicyAgent):
             for buf in buffers:
                 buf.add(item, features_for=self._features_for if self.ranked else None)
             while (batch := self._compose()) is not None:
+                preparing = self._prepare()  # overlaps the learner's step
                 info = self.learn(batch)
+                if preparing is not None:
+                    preparing.join()  # before the next sequence is stored: no buffer changes under the thread
         self.memory.reset()
         return info
 
@@ -200,7 +241,8 @@ class ImpalaAgent(OnPolicyAgent):
         state = super().extra_state()
         buffers = self._stored_buffers["buffers"] if self._stored_buffers is not None else (
             [b.state_dict() for b in self.buffers] if self.buffers is not None else None)
-        state["sequence_replay"] = {"rng": self.replay_rng.bit_generator.state, "buffers": buffers}
+        state["sequence_replay"] = {"rng": self.replay_rng.bit_generator.state, "buffers": buffers,
+                                    "prepared": {i: b._asdict() for i, b in self.prepared.items()}}
         return state
 
     def load_extra_state(self, state: dict) -> None:
@@ -209,6 +251,7 @@ class ImpalaAgent(OnPolicyAgent):
         if replay is None:
             return
         self.replay_rng.bit_generator.state = replay["rng"]
+        self.prepared = {int(i): SequenceBatch(**b) for i, b in replay.get("prepared", {}).items()}
         if replay["buffers"] is not None:
             self._stored_buffers = {"buffers": replay["buffers"]}
             if self.buffers is not None:

@@ -269,7 +269,8 @@ class OnPolicyAgent(Agent):
             values = self._real(current.reshape(T, -1).cpu())
             log_rhos = log_probs.reshape(T, -1).cpu() - mem.log_probs[:T]
         vs, advantages = vtrace_targets(log_rhos, values, self._next_values(values), mem.rewards[:T],
-                                        mem.terminated[:T], mem.dones[:T], hp.gamma, hp.vtrace_rho, hp.vtrace_c)
+                                        mem.terminated[:T], mem.dones[:T], hp.gamma, hp.vtrace_rho, hp.vtrace_c,
+                                        hp.vtrace_pg_rho)
         mem.advantages[:T], mem.returns[:T] = advantages, vs
 
     def _next_values(self, values: torch.Tensor) -> torch.Tensor:
