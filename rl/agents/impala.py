@@ -52,6 +52,7 @@ class ImpalaAgent(OnPolicyAgent):
         if not hasattr(action_space, "n"):
             raise ConfigError(f"agent 'impala' acts in discrete action spaces (seed B's Atari), got {action_space}")
         self.specs = parse_replay_parameters(hp.replay_parameters)
+        shares(self.specs, hp.batch_rollouts)  # every buffer's share is at least one sequence
         self.ranked = ranks_sequences(self.specs)
         if self.ranked and not hp.feature_head:
             raise ConfigError("elite/attentive sampling and elite insertion rank sequences by the model's feature "
