@@ -65,10 +65,9 @@ class ImpalaAgent(OnPolicyAgent):
             behaviour["logits"] = int(action_space.n)
         self.memory = RolloutMemory(hp.num_steps, num_envs, obs_space.shape, obs_space.dtype, action_space.shape,
                                     action_space.dtype, device=hp.device, behaviour=behaviour)
-        self._behaviour: dict = {}
         self.buffers = None  # built on the first update: workers act and never allocate them
         self.replay_rng = np.random.default_rng([seed, 77])  # the batches' draws
-        self._stored_buffers: dict | None = None  # a checkpoint's buffers, loaded when the buffers are built
+        self._stored_buffers: list | None = None  # a checkpoint's buffers, loaded when the buffers are built
         # replay_caching: the replayed shares of the next batch, drawn by a thread while the learner steps, ranked by
         # a snapshot of the weights taken before the step (the live weights change under it)
         self.prepared: dict[int, SequenceBatch] = {}
@@ -88,17 +87,8 @@ class ImpalaAgent(OnPolicyAgent):
             params, values = _fp32(params), values.float()
             step = self.policy(params)
         self._cache = (x, step.actions, step.log_probs, values, self.hidden, hidden)
-        self._behaviour = {"features": features, "logits": params}
+        self._behaviour = {"features": features, "logits": params}  # the base observe stores those the memory keeps
         return step.env_actions
-
-    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        x, stored_actions, log_probs, values, hidden, next_hidden = self._cache
-        if self.reward_norm is not None:
-            rewards = self.reward_norm(rewards, np.logical_or(terminated, truncated))
-        behaviour = {k: self._behaviour[k] for k in self.memory.behaviour}
-        self.memory.add(x, stored_actions, rewards, self._input(next_obs), terminated, truncated, values, log_probs,
-                        **behaviour)
-        self.env_steps += len(rewards)
 
     # ------------------------------------------------------------------ the buffers
     def _features_for(self, obs: torch.Tensor, model=None) -> torch.Tensor:
@@ -119,7 +109,7 @@ class ImpalaAgent(OnPolicyAgent):
                                      feature_dim=feature_dim, seed=self.seed, lr_scheduler_steps=hp.lr_scheduler_steps,
                                      logits_dim=logits_dim)
         if self._stored_buffers is not None:
-            for buf, state in zip(self.buffers, self._stored_buffers["buffers"]):
+            for buf, state in zip(self.buffers, self._stored_buffers):
                 buf.load_state_dict(state)
             self._stored_buffers = None
         return self.buffers
@@ -240,7 +230,7 @@ class ImpalaAgent(OnPolicyAgent):
     # ------------------------------------------------------------------ checkpointing
     def extra_state(self) -> dict:
         state = super().extra_state()
-        buffers = self._stored_buffers["buffers"] if self._stored_buffers is not None else (
+        buffers = self._stored_buffers if self._stored_buffers is not None else (
             [b.state_dict() for b in self.buffers] if self.buffers is not None else None)
         state["sequence_replay"] = {"rng": self.replay_rng.bit_generator.state, "buffers": buffers,
                                     "prepared": {i: b._asdict() for i, b in self.prepared.items()}}
@@ -254,7 +244,7 @@ class ImpalaAgent(OnPolicyAgent):
         self.replay_rng.bit_generator.state = replay["rng"]
         self.prepared = {int(i): SequenceBatch(**b) for i, b in replay.get("prepared", {}).items()}
         if replay["buffers"] is not None:
-            self._stored_buffers = {"buffers": replay["buffers"]}
+            self._stored_buffers = replay["buffers"]
             if self.buffers is not None:
                 self._build_buffers()
 

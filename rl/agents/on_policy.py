@@ -73,6 +73,7 @@ class OnPolicyAgent(Agent):
         self.hidden = self.model.initial_state(num_envs, self.device)
         self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
         self._cache: tuple | None = None
+        self._behaviour: dict = {}  # per-step vectors of the acting policy for a memory that keeps them (impala)
         self.diagnostics: dict = {}  # the last gradient step's (compute_gradients)
         self._kl_stop, self._want_info, self._clip = False, False, hp.clip_range
 
@@ -124,7 +125,7 @@ class OnPolicyAgent(Agent):
         if self.reward_norm is not None:
             rewards = self.reward_norm(rewards, np.logical_or(terminated, truncated))
         self.memory.add(x, stored_actions, rewards, self._input(next_obs), terminated, truncated, values, log_probs,
-                        hidden, next_hidden, self.starts)
+                        hidden, next_hidden, self.starts, **self._behaviour)
         self.starts[:] = 0.0
         self.env_steps += len(rewards)
 
