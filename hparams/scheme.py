@@ -94,6 +94,9 @@ def _pong(hp: HParams) -> HParams:
     hp.worker_envs = 2
     hp.eval_interval, hp.checkpoint_interval = 250_000, 100_000
     hp.torch_threads = 1  # the learner keeps one core, the workers share the other (2-core machine)
+    # bfloat16 autocast where the CPU has it (AMX/AVX512-BF16; float32 elsewhere) or on a GPU, and NHWC convs: a
+    # learner step of 10 x 11 frames 67 -> 24 ms on one core, a 29-sequence elite ranking 70 -> 25 ms
+    hp.precision, hp.channels_last = "bf16", True
     return hp
 
 

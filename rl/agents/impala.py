@@ -92,7 +92,7 @@ class ImpalaAgent(OnPolicyAgent):
 
     # ------------------------------------------------------------------ the buffers
     def _features_for(self, obs: torch.Tensor, model=None) -> torch.Tensor:
-        """The current model's features [T+1, n, F] of time-major observations [T+1, n, ...], one batched pass."""
+        """The current model's features [t, n, F] of time-major observations [t, n, ...], one batched pass."""
         model = self.model if model is None else model
         with torch.inference_mode():
             x = obs.to(self.device).flatten(0, 1)

@@ -25,7 +25,7 @@ Buffers (all sample with the generator given, so a run with a checkpointed gener
 - `standard`: circular, uniform with replacement.
 - `custom`: circular plus sampling counters (1 on store, +1 per draw), elite or attentive sampling through
   `EliteSampler`, optional elite insertion. The buffer stays model-free: the caller passes `features_for(obs)`,
-  mapping time-major observations [T+1, n, ...] to the current model's features [T+1, n, F]; one batched call per
+  mapping time-major observations [t, n, ...] to the current model's features [t, n, F]; one batched call per
   sample covers the whole pool (its unique slots).
 """
 
@@ -41,7 +41,7 @@ import torch
 from rl.memory.elite_sampling import EliteSampler, distance_fn, eviction_index, insertion_candidates
 from rl.memory.replay_parameters import CustomReplaySpec, ReplaySpec, fill_in_amount, shares
 
-FeaturesFor = Callable[[torch.Tensor], torch.Tensor]  # obs [T+1, n, ...] -> current features [T+1, n, F]
+FeaturesFor = Callable[[torch.Tensor], torch.Tensor]  # obs [t, n, ...] -> current features [t, n, F]
 SCALARS = ("rewards", "log_probs", "values", "terminated", "dones")
 
 
@@ -222,10 +222,11 @@ class SequenceStore:
                 raise ValueError(f"sequences lack {name!r}, which this buffer stores")
             arr[slots] = fields[name]
 
-    def gather_obs(self, idx: np.ndarray) -> torch.Tensor:
-        """The T+1 observations (acted ones plus the bootstrap one) of slots idx, time-major [T+1, k, ...]."""
-        ids = np.concatenate([self.obs_ids[idx], self.next_ids[idx, -1:]], 1).swapaxes(0, 1)
-        return torch.from_numpy(self._obs(ids))
+    def gather_obs(self, idx: np.ndarray, bootstrap: bool = True) -> torch.Tensor:
+        """The T+1 observations (acted ones plus the bootstrap one) of slots idx, time-major [T+1, k, ...]; the T
+        acted ones without `bootstrap`."""
+        ids = np.concatenate([self.obs_ids[idx], self.next_ids[idx, -1:]], 1) if bootstrap else self.obs_ids[idx]
+        return torch.from_numpy(self._obs(ids.swapaxes(0, 1)))
 
     def gather(self, idx) -> SequenceBatch:
         idx = np.asarray(idx, np.int64)
@@ -408,17 +409,20 @@ class CustomBuffer(SequenceBuffer):
         return slots
 
     def off_policy(self, idx: np.ndarray, features_for: FeaturesFor) -> torch.Tensor:
-        """Distances of the current features (bootstrap step dropped) to the stored behaviour ones, one batched call."""
-        target = features_for(self.store.gather_obs(idx))[:-1].transpose(0, 1).float()
+        """Distances of the current features of the T acted observations (the bootstrap one is not scored, as
+        published) to the stored behaviour ones, one batched call."""
+        target = features_for(self.store.gather_obs(idx, bootstrap=False)).transpose(0, 1).float()
         return self.distance(self.store.features(idx).to(target.device), target)
 
     def similarity(self, idx: np.ndarray, features_for: FeaturesFor) -> torch.Tensor:
         """Attentive sampling's distances: each candidate's current features [T, F] to those of the newest rollout's
-        last observation, tiled T times; one batched call covers the candidates and the query."""
-        feats = features_for(self.store.gather_obs(np.append(idx, self.newest))).float()
-        cand = feats[:-1, :-1].transpose(0, 1)
-        query = feats[-1, -1].expand_as(cand)
-        return self.distance(cand, query)
+        last observation (its bootstrap one), tiled T times; one batched call covers the candidates and the query."""
+        cand = self.store.gather_obs(idx, bootstrap=False)
+        query = self.store.gather_obs(np.array([self.newest]))[-1]
+        flat = torch.cat([cand.flatten(0, 1), query])[None]  # [1, T * n + 1, ...]: one pass
+        feats = features_for(flat)[0].float()
+        cand = feats[:-1].view(*cand.shape[:2], -1).transpose(0, 1)
+        return self.distance(cand, feats[-1].expand_as(cand))
 
     def sample(self, k: int, rng: np.random.Generator, features_for: FeaturesFor | None = None) -> np.ndarray:
         if self.size == 0:

@@ -44,9 +44,19 @@ class ConvTorso(nn.Module):
         super().__init__()
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
 
+    def frames(self, obs: torch.Tensor) -> torch.Tensor:
+        """The frames as floats in [0, 255]; under autocast (precision=bf16) straight in the autocast dtype, the cast
+        the first conv would make anyway: uint8 values are exact in bfloat16, and on CPU the float32 copy of a batch
+        cost more than the first conv."""
+        device = obs.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else torch.float32
+        # copy=True: a float input in the right layout would otherwise come back as itself, and an in-place op after
+        # would change it
+        return obs.to(dtype, memory_format=self.memory_format, copy=True)
+
     def scaled(self, obs: torch.Tensor) -> torch.Tensor:
-        # copy=True: a float input in the right layout would otherwise come back as itself, and div_ would change it
-        return obs.to(torch.float32, memory_format=self.memory_format, copy=True).div_(255.0)
+        """The frames in [0, 1]."""
+        return self.frames(obs).div_(255.0)
 
     def finish(self, channels_last: bool):
         """The built torso, its weights moved to channels-last layout if asked."""
@@ -73,8 +83,9 @@ class NatureCNN(ConvTorso):
         return cls(image_shape(obs_space, "nature_cnn"), hp.channels_last).finish(hp.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.scaled(obs)
-        for conv in self.convs:
+        first = self.convs[0]  # conv(x / 255) as a conv with weights / 255: no pass over every pixel to scale it
+        x = F.relu(F.conv2d(self.frames(obs), first.weight / 255.0, first.bias, first.stride))
+        for conv in self.convs[1:]:
             x = F.relu(conv(x))
         return F.relu(self.fc(x.flatten(1)))
 

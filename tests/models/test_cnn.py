@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from rl.models.mlp import init_orthogonal
 from rl.registry import hparams as sets
@@ -46,18 +47,41 @@ def test_parameter_count(torso, fixup, count):
     assert sum(p.numel() for p in net.parameters()) == count  # Fixup: 320 conv biases out, 6 x 5 scalars in
 
 
+def scaled_by_hand(net, obs: torch.Tensor) -> torch.Tensor:
+    """The torso's output with the frames scaled to [0, 1] before its first conv, written out here."""
+    x = obs.float() / 255
+    if hasattr(net, "convs"):  # nature_cnn
+        for conv in net.convs:
+            x = F.relu(conv(x))
+        return F.relu(net.fc(x.flatten(1)))
+    for stage in net.stages:
+        x = stage(x)
+    return F.relu(net.fc(F.relu(x).flatten(1)))
+
+
 @pytest.mark.parametrize("torso", TORSOS)
 def test_uint8_frames_are_scaled_inside(torso):
     net = models[torso].build(hparams("ppo", torso), OBS)
-    seen = []
-    first_conv = next(m for m in net.modules() if isinstance(m, torch.nn.Conv2d))
-    first_conv.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
     obs = frames(2)
     features = net(obs)
-    assert torch.allclose(seen[0], obs.float() / 255, **TOL) and seen[0].dtype == torch.float32
+    assert torch.allclose(features, scaled_by_hand(net, obs), **TOL)
     as_float = obs.float()
     assert torch.allclose(net(as_float), features, **TOL)  # a float frame in [0, 255] is scaled the same way
     assert torch.equal(as_float, obs.float())  # and left as it was
+
+
+@pytest.mark.parametrize("torso", TORSOS)
+def test_frames_take_the_autocast_dtype(torso):
+    """Under bfloat16 autocast the frames go straight to bfloat16 (exact for uint8) and the features stay those of
+    the float32 pass, to bfloat16's precision."""
+    net = models[torso].build(hparams("ppo", torso), OBS)
+    obs = frames(4)
+    assert net.frames(obs).dtype == torch.float32 and torch.equal(net.frames(obs), obs.float())
+    with torch.autocast("cpu", torch.bfloat16):
+        assert net.frames(obs).dtype == torch.bfloat16 and torch.equal(net.frames(obs).float(), obs.float())
+        low = net(obs).float()
+    high = net(obs)
+    assert (low - high).norm() / high.norm() < 0.05
 
 
 @pytest.mark.parametrize("torso", TORSOS)
