@@ -16,11 +16,22 @@ anneals to 1 over 2 x lr_scheduler_steps batches, so the few batches learned her
     nice -n 10 .venv/bin/python benchmarks/elite_replay.py
     nice -n 10 .venv/bin/python benchmarks/elite_replay.py --batches 10 --rounds 1   # a quick look
 
-Measured (1 torch thread, Nature CNN): on this project's 2-core machine with a Pong training run beside it, uniform
-80 ms a step, elite 147 ms (+84%: ranking its pool, 29 sequences x 11 frames through the torso, costs about as much
-as learning from the batch's 10 x 11), elite+caching 142 ms (+78%: CPU/wall 1.00, no free core to prepare on, so
-the learner's own step slows down by what the thread takes). On 16 idle cores (CPU learner): elite +85%,
-elite+caching +2% (CPU/wall 1.68). With the learner on an H200: 9.0 ms, elite +60%, elite+caching +62%.
+Measured (1 torch thread, Nature CNN, the sets' bf16 autocast and NHWC convs), 2026-11-25 on this project's idle
+2-core machine (Xeon with AMX), 3 rounds x 15 batches: uniform 33.7 ms a step, elite 56.7 ms (+68%: ranking its
+pool, 29 sequences x 10 frames through the torso, costs two thirds of learning from the batch's 10 x 11 frames),
+elite+caching 35.6 ms (+5%, CPU/wall 1.64: the pool is ranked on the second core while the learner steps). In
+float32 (before 2026-11-25, a Pong run beside it): uniform 80 ms, elite +84%, elite+caching +78% (no free core). On
+16 idle cores (float32, CPU learner): elite +85%, elite+caching +2%. With the learner on an H200 (float32): 9.0 ms,
+elite +60%, elite+caching +62%.
+
+Speed (`--speed`, minutes): whole `train.py` runs of appo_atari, impala_pong, elite_impala_pong and
+elite_impala_pong with replay_caching=True, `--speed_steps` agent steps each (workers included, as the sets define
+them), the sets taking turns over `--rounds` rounds; agent steps/s from the first progress row at a fifth of the
+budget to the last. On the idle 2-core machine, 3 rounds of 20k steps (2026-11-25): appo_atari 677 (651-705),
+impala_pong 670 (648-696, 0.99x), elite_impala_pong 562 (558-562, 0.83x), with caching 569 (553-575, 0.84x: the
+workers hold the second core, so the ranking has no idle core to hide on). Lambda is near 6 in so short a run.
+
+    .venv/bin/python benchmarks/elite_replay.py --speed --rounds 3
 
 Learning (`--learning`, hours): `train.py --hparams impala_pong` and `--hparams elite_impala_pong` (their workers
 included) with the same seeds, one run after the other, each `--steps` agent steps into OUTPUT_DIR/SET_seedS (a run
@@ -38,6 +49,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -229,6 +241,48 @@ def cost(args) -> None:
         collector.close()
 
 
+# ---------------------------------------------------------------------------------------------- speed
+SPEED = {"appo_atari": ("appo_atari", ""), "impala_pong": ("impala_pong", ""),
+         "elite_impala_pong": ("elite_impala_pong", ""),
+         "elite+caching": ("elite_impala_pong", "replay_caching=True")}
+
+
+def speed_run(name: str, seed: int, args, out: Path) -> float:
+    """Agent steps/s of one whole `train.py` run of `name` (its workers included), steady: from the first
+    progress.csv row at a fifth of the budget to the last row."""
+    set_name, override = SPEED[name]
+    run = out / f"{name}_seed{seed}"
+    shutil.rmtree(run, ignore_errors=True)
+    cmd = [sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(run), "--seed", str(seed),
+           "--train_steps", str(args.speed_steps), "--eval_episodes", "1"]
+    if override:
+        cmd += ["--hparam_override", override]
+    done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{name}: train.py exited with {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+    rows = [r for r in csv.DictReader(open(run / "progress.csv", newline="")) if number(r, "steps_per_s")]
+    first = next(r for r in rows if number(r, "env_steps") >= args.speed_steps / 5)
+    last = rows[-1]
+    return ((number(last, "env_steps") - number(first, "env_steps"))
+            / (number(last, "wall_time_s") - number(first, "wall_time_s")))
+
+
+def speed(args) -> None:
+    out = Path(args.output_dir).expanduser() / "speed"
+    out.mkdir(parents=True, exist_ok=True)
+    rates: dict[str, list[float]] = {name: [] for name in SPEED}
+    for r in range(args.rounds):
+        for name in SPEED:
+            rates[name].append(speed_run(name, r, args, out))
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {v[-1]:.0f}" for n, v in rates.items()), flush=True)
+    base = statistics.median(rates["appo_atari"])
+    print(f"\nagent steps/s of whole train.py runs ({args.speed_steps:,} steps each, steady from a fifth of the "
+          f"budget; {args.rounds} rounds, the sets taking turns; {torch.get_num_threads()} cores seen by torch)")
+    print_table([{"set": n, "steps/s median": f"{statistics.median(v):.0f}",
+                  "range": f"{min(v):.0f}-{max(v):.0f}", "vs appo_atari": f"{statistics.median(v) / base:.2f}x"}
+                 for n, v in rates.items()], ["set", "steps/s median", "range", "vs appo_atari"])
+
+
 # ---------------------------------------------------------------------------------------------- learning
 def run_dir(out: Path, set_name: str, seed: int) -> Path:
     return out / f"{set_name}_seed{seed}"
@@ -402,6 +456,10 @@ def main() -> None:
     cost_args.add_argument("--seed", type=int, default=0)
     cost_args.add_argument("--device", default="auto", help="the learner's device (default: the sets' auto, a GPU "
                                                             "where there is one)")
+    speed_args = p.add_argument_group("speed (--speed)")
+    speed_args.add_argument("--speed", action="store_true", help="whole train.py runs of seed B's sets and appo_atari "
+                                                                 "instead, agent steps/s (--rounds rounds)")
+    speed_args.add_argument("--speed_steps", type=int, default=20_000, help="agent steps per speed run")
     learn_args = p.add_argument_group("learning (--learning)")
     learn_args.add_argument("--learning", action="store_true", help="the learning comparison instead (hours)")
     learn_args.add_argument("--report_only", action="store_true", help="report the runs there, train nothing")
@@ -415,6 +473,8 @@ def main() -> None:
     args = p.parse_args()
     if args.learning:
         learning(args)
+    elif args.speed:
+        speed(args)
     else:
         cost(args)
 
