@@ -30,6 +30,8 @@ them), the sets taking turns over `--rounds` rounds; agent steps/s from the firs
 budget to the last. On the idle 2-core machine, 3 rounds of 20k steps (2026-11-25): appo_atari 677 (651-705),
 impala_pong 670 (648-696, 0.99x), elite_impala_pong 562 (558-562, 0.83x), with caching 569 (553-575, 0.84x: the
 workers hold the second core, so the ranking has no idle core to hide on). Lambda is near 6 in so short a run.
+2 rounds of 60k steps (`--speed_steps 60000 --rounds 2`, the same day): appo_atari 857 (823-891), impala_pong 897
+(893-900, 1.05x), elite_impala_pong 702 (700-704, 0.82x), with caching 740 (738-741).
 
     .venv/bin/python benchmarks/elite_replay.py --speed --rounds 3
 
