@@ -265,7 +265,8 @@ def speed_run(name: str, seed: int, args, out: Path) -> float:
     done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         sys.exit(f"{name}: train.py exited with {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
-    rows = [r for r in csv.DictReader(open(run / "progress.csv", newline="")) if number(r, "steps_per_s")]
+    with open(run / "progress.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if number(r, "steps_per_s")]
     first = next(r for r in rows if number(r, "env_steps") >= args.speed_steps / 5)
     last = rows[-1]
     return ((number(last, "env_steps") - number(first, "env_steps"))

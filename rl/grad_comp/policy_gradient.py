@@ -32,13 +32,17 @@ def normalized_advantages(batch: RolloutBatch, normalize: bool) -> torch.Tensor:
     return adv
 
 
-def value_loss(values: torch.Tensor, batch: RolloutBatch, clip_range_vf: float) -> torch.Tensor:
+def value_loss(values: torch.Tensor, batch: RolloutBatch, clip_range_vf: float,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error to the returns; with clip_range_vf > 0, PPO's clipped value loss: the worse of the
-    unclipped error and the error of the value kept within +-clip_range_vf of the old one."""
+    unclipped error and the error of the value kept within +-clip_range_vf of the old one. `mask` (0/1 per step,
+    LASER's) zeroes the errors of the steps it leaves out; the mean is still over every step."""
     loss = (values - batch.returns).square()
     if clip_range_vf > 0:
         clipped = batch.old_values + (values - batch.old_values).clamp(-clip_range_vf, clip_range_vf)
         loss = torch.maximum(loss, (clipped - batch.returns).square())
+    if mask is not None:
+        loss = loss * mask
     return loss.mean()
 
 
@@ -62,11 +66,12 @@ def _diagnostics(policy_loss, v_loss, log_probs, entropy, batch, **extra) -> dic
 @grad_comp.register("pg")
 def pg(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor, batch: RolloutBatch, *,
        clip_range: float = 0.2, clip_range_vf: float = 0.0, ent_coef: float = 0.0, vf_coef: float = 0.5,
-       normalize_advantage: bool = False, diagnostics: bool = True):
-    """The vanilla policy gradient with a baseline: -mean(log pi(a|s) A); `clip_range` is ignored."""
+       normalize_advantage: bool = False, diagnostics: bool = True, mask: torch.Tensor | None = None):
+    """The vanilla policy gradient with a baseline: -mean(log pi(a|s) A); `clip_range` is ignored. `mask` leaves
+    steps out of the value loss (their advantages are the caller's to zero: V-trace's LASER does)."""
     adv = normalized_advantages(batch, normalize_advantage)
     policy_loss = -(log_probs * adv).mean()
-    v_loss = value_loss(values, batch, clip_range_vf)
+    v_loss = value_loss(values, batch, clip_range_vf, mask)
     loss = policy_loss + vf_coef * v_loss
     if entropy is not None and ent_coef != 0:
         loss = loss - ent_coef * entropy.mean()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from rl.grad_comp.policy_gradient import _diagnostics, pg
+from rl.grad_comp.policy_gradient import pg
 from rl.memory.rollout import RolloutBatch
 from rl.registry import grad_comp
 
@@ -80,15 +80,10 @@ def vtrace(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.
     Seed B's additions, all off by default: `mask` [n] (LASER; the advantages carry it already) drops masked steps'
     value errors; `policy_kl` [n] = KL(pi || mu) with gradient (`categorical_kl`) for CLEAR's policy cloning; CLEAR's
     value cloning pulls V towards the behaviour values `batch.old_values`."""
-    if mask is None and not clear_policy_coef and not clear_value_coef:
-        return pg(log_probs, entropy, values, batch, clip_range=clip_range, clip_range_vf=clip_range_vf,
-                  ent_coef=ent_coef, vf_coef=vf_coef, normalize_advantage=normalize_advantage, diagnostics=diagnostics)
+    loss, info = pg(log_probs, entropy, values, batch, clip_range=clip_range, clip_range_vf=clip_range_vf,
+                    ent_coef=ent_coef, vf_coef=vf_coef, normalize_advantage=normalize_advantage,
+                    diagnostics=diagnostics, mask=mask)
     keep = torch.ones_like(values) if mask is None else mask
-    policy_loss = -(log_probs * batch.advantages).mean()
-    v_loss = ((values - batch.returns) * keep).square().mean()
-    loss = policy_loss + vf_coef * v_loss
-    if entropy is not None and ent_coef != 0:
-        loss = loss - ent_coef * entropy.mean()
     extra = {}
     if clear_policy_coef:
         policy_clone = (policy_kl * keep).mean()
@@ -98,7 +93,7 @@ def vtrace(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.
         loss, extra["losses/clear_value"] = loss + clear_value_coef * value_clone, value_clone.detach()
     if mask is not None:
         extra["losses/laser_kept"] = keep.mean().detach()
-    return loss, (_diagnostics(policy_loss, v_loss, log_probs, entropy, batch, **extra) if diagnostics else {})
+    return loss, ({**info, **extra} if diagnostics else {})
 
 
 vtrace.targets = vtrace_targets  # tells the agent this loss trains on V-trace targets (as td.targets does for DQN)

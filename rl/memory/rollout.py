@@ -86,7 +86,7 @@ class RolloutMemory:
             self.starts = torch.zeros((T, N))
         self.behaviour_widths = dict(behaviour or {})
         self.behaviour = tuple(sorted(self.behaviour_widths))
-        for name, width in (behaviour or {}).items():
+        for name, width in self.behaviour_widths.items():
             if name not in self.BEHAVIOUR_FIELDS:
                 raise ValueError(f"unknown behaviour field {name!r}: valid: {', '.join(self.BEHAVIOUR_FIELDS)}")
             setattr(self, name, torch.zeros((T, N, width)))

@@ -271,6 +271,24 @@ def test_elite_insertion_evicts_the_most_off_policy_and_resets_its_counter():
         buf.add(sequences(*play(T, envs=1), 0))  # a full elite-insertion buffer needs the current features
 
 
+def test_off_policy_scores_the_acted_observations_step_by_step():
+    """The target features come from the T acted observations, aligned with the stored behaviour features of the
+    same steps; the bootstrap observation is not scored (published: [:, :-1])."""
+    buf = custom()
+    obs, nxt, term, trunc = play(T, envs=1, end_p=0.0, seed=3)
+    counts = ident(obs[:, 0])[:, -1, 2].astype(np.float32)  # the newest frame's number at each acted step
+    item = sequences(obs, nxt, term, trunc, 0)
+    buf.add(item._replace(features=np.repeat(counts[:, None, None], F, 2)))
+    seen = []
+
+    def features_for(o):  # each observation's newest frame number, as the feature vector
+        seen.append(o.shape[0])
+        return torch.from_numpy(ident(o.numpy())[..., -1, 2].astype(np.float32))[..., None].expand(*o.shape[:2], F)
+
+    assert buf.off_policy(np.array([0]), features_for).tolist() == [0.0]
+    assert seen == [T]
+
+
 def test_elite_sampling_ranks_the_pool_with_one_batched_call():
     extra = (', "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 3, "alfa_annealing_factor": 1.0, '
              '"elite_sampling_strategy": "strategy1"')
