@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rl.logger import log_final_hparams
+
 
 def _copy_worker(args, index: int) -> dict:
     from rl.run import run_one
@@ -31,6 +33,9 @@ def run_copies(args) -> list[dict]:
     means = [r["mean_return"] for r in results]
     summary = {"copies": results, "mean_of_means": float(np.mean(means)), "std_of_means": float(np.std(means))}
     (out / "copies_summary.json").write_text(json.dumps(summary, indent=2))
+    for r in results:  # TensorBoard's HParams view: each copy's settings beside its final score
+        log_final_hparams(out / f"copy_{r['copy']}", {"final_return_mean": r["mean_return"],
+                                                      "final_return_std": r["std_return"]})
     for r in results:
         print(f"copy {r['copy']}: {r['mean_return']:.2f} ± {r['std_return']:.2f}")
     print(f"over {args.copies} copies: {summary['mean_of_means']:.2f} ± {summary['std_of_means']:.2f} "

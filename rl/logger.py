@@ -89,3 +89,25 @@ class Logger:
         if self.tty and not self.quiet:
             print()
         self.writer.close()
+
+
+def hparam_value(value):
+    """A setting as TensorBoard's HParams view takes it: numbers, strings and booleans as they are, anything else
+    (a list, None) as its text."""
+    return value if isinstance(value, (bool, int, float, str)) else str(value)
+
+
+def log_final_hparams(run_dir, metrics: dict) -> None:
+    """A finished run's settings (its hparams.json) with its final scores, for TensorBoard's HParams view: one row
+    per run, so copies and trials compare in a table (`tensorboard --logdir <the folder of the runs>`). Written
+    into the run's own folder beside its scalars; `metrics` keys become tags under `hparams/`."""
+    import json
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir = Path(run_dir)
+    record = json.loads((run_dir / "hparams.json").read_text())
+    settings = {"hparams_set": record.get("hparams_set", ""),
+                **{k: hparam_value(v) for k, v in record.get("hparams", {}).items()}}
+    with SummaryWriter(str(run_dir), filename_suffix=".hparams") as writer:
+        writer.add_hparams(settings, {f"hparams/{k}": float(v) for k, v in metrics.items()}, run_name=".")

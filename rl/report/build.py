@@ -6,6 +6,7 @@ the JSON and the page cannot disagree.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import json
 import re
@@ -16,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from rl.errors import ConfigError
 from rl.report import scores
-from rl.report.lines import Line, group_lines
+from rl.report.lines import Line, group_lines, value_text
 from rl.report.runs import Run, read_runs
 
 TRAIN_LABELS = {"game_score_mean": "training game score (whole games, unclipped)",
@@ -43,7 +44,7 @@ def _run_summary(run: Run, line: Line, counted: bool) -> dict:
         "final_step": final_step, "final_source": source, "best_score": best, "best_step": best_step,
         "human_normalized_final": None if final is None else scores.human_normalized(run.env, final),
         "reference": ref, "reached_final": scores.reached(final, ref) if ref else None,
-        "reached_best": scores.reached(best, ref) if ref else None, "notes": run.notes,
+        "reached_best": scores.reached(best, ref) if ref else None, "notes": run.notes, "control": run.control,
         "counted": counted and final is not None,  # in its line's mean, aggregates and reference count
     }
 
@@ -59,6 +60,28 @@ def _curves(line: Line, counted: list[Run], reps: int) -> tuple[dict, dict]:
         runs[key] = [run.curve(score, x) for run in line.runs]
         means[key] = mean_curve([run.curve(score, x) for run in counted], reps=reps)
     return runs, means
+
+
+def _control_marks(line: Line) -> list[dict]:
+    """Where --control changed a setting in one of the line's runs: its step, its wall time and what changed."""
+    marks = []
+    for run in line.runs:
+        for entry in run.control:
+            text = ", ".join(f"{k}={value_text(v)}" for k, v in entry.get("settings", {}).items())
+            marks.append({"run": run.name, "step": entry["step"], "wall_time_s": run.wall_time_at(entry["step"]),
+                          "text": text})
+    return marks
+
+
+def _wall_time_ends(line: Line, counted: list[Run]) -> str | None:
+    """A note when the line's wall-time mean stops before its slowest copy: the mean is drawn where every copy has
+    data, so it ends with the fastest one."""
+    ends = sorted(run.wall_time_s for run in counted if run.wall_time_s is not None)
+    if len(ends) < 2 or ends[-1] <= ends[0]:
+        return None
+    return (f"{line.label}: on the wall-time axes the mean stops at {ends[0]:.3g} s, where the fastest of its "
+            f"{len(ends)} copies ended (the others at {', '.join(f'{e:.3g}' for e in ends[1:])} s); "
+            f"x marks where each copy ends")
 
 
 def counted_runs(line: Line) -> list[Run]:
@@ -83,16 +106,16 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     lines = group_lines(runs)
     notes: list[str] = []
     run_rows, line_rows, drawn = [], [], {}
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         counted = counted_runs(line)
         rows = [_run_summary(run, line, run in counted) for run in line.runs]
         run_rows += rows
         finals = [r["final_score"] for r in rows if r["counted"]]
         refs = scores.references_for(line.hparams_set, line.runs[0].hparams)
         runs_xy, means = _curves(line, counted, reps=1000)
-        drawn[line.label] = {"runs": runs_xy, "mean": means}
+        drawn[line.label] = {"runs": runs_xy, "mean": means, "key": number, "control": _control_marks(line)}
         line_rows.append({
-            "label": line.label, "method": line.method, "hparams_set": line.hparams_set, "env": line.env,
+            "key": number, "label": line.label, "method": line.method, "hparams_set": line.hparams_set, "env": line.env,
             "settings": line.settings, "train_steps": line.runs[0].train_steps, "runs": [r.name for r in line.runs],
             "copies": len(line.runs),
             "scored_copies": len(finals), "finished_copies": sum(r.finished for r in line.runs),
@@ -104,7 +127,10 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
             "references": refs,
             "reached_final": sum(bool(r["reached_final"]) for r in rows if r["counted"]) if refs else None,
             "curves": {k: _lists(v) for k, v in means.items()},
+            "control": drawn[line.label]["control"],
         })
+        if note := _wall_time_ends(line, counted):
+            notes.append(note)
         if len(counted) < len(line.runs):
             notes.append(f"{line.label}: {len(line.runs) - len(counted)} unfinished run(s) left out of its mean curves "
                          f"and scores, which are of its {len(counted)} finished one(s); the runs table has their "
@@ -113,13 +139,11 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
             notes.append(f"{line.label}: one run, so no band and a zero-width interval (use --copies N)")
     spaces = []
     for env in dict.fromkeys(line.env for line in lines):  # per game, on raw final scores
-        members = [(line, row) for line, row in zip(lines, line_rows) if line.env == env]
-        matrix = {row["label"]: np.array([[r["final_score"]] for r in run_rows
-                                          if r["line"] == row["label"] and r["counted"]])
-                  for _, row in members}
-        matrix = {k: v for k, v in matrix.items() if len(v)}
+        members = [line for line in lines if line.env == env]
+        matrix, title, common = _env_scores(env, members, notes)
         if matrix:
-            spaces.append(_space(env, f"final evaluation return on {env}", matrix, reps, profile=len(matrix) > 1))
+            spaces.append(_space(env, title, matrix, reps, profile=len(matrix) > 1))
+            spaces[-1]["step"] = common
     atari = [(line, row) for line, row in zip(lines, line_rows) if scores.human_normalized(line.env, 0.0) is not None]
     if len({line.env for line, _ in atari}) > 1:  # several games: human-normalised, across games
         by_method: dict[str, dict[str, list[float]]] = {}
@@ -128,8 +152,8 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
             if hns:
                 by_method.setdefault(line.method, {})[line.env] = hns
         matrix = {}
-        for method, games in by_method.items():
-            matrix[method], cut = _score_matrix(list(games.values()))
+        for method, games in by_method.items():  # columns in the games' order, the same for every method
+            matrix[method], cut = _score_matrix([games[g] for g in sorted(games)])
             if cut:
                 notes.append(f"{method}: its games have different numbers of copies; {cut} score(s) left out of the "
                              f"aggregates across games (the stratified bootstrap needs the same count per game)")
@@ -146,11 +170,40 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     return summary, lines, drawn
 
 
+def _env_scores(env: str, members: list[Line], notes: list[str]) -> tuple[dict, str, int | None]:
+    """The lines' scores on one env for the aggregates: their final evaluations, or, where the lines trained for
+    different budgets, every run's latest evaluation at the smallest budget (a longer run's final score is not
+    comparable with a shorter one's). Returns {label: (runs x 1) scores}, the title, and the common step (None
+    when it is the final evaluation)."""
+    counted = {line.label: [run for run in counted_runs(line) if run.final_score()[0] is not None]
+               for line in members}
+    budgets = {line.label: line.runs[0].train_steps for line in members}
+    known = {b for b in budgets.values() if b}
+    if len(known) < 2:
+        matrix = {label: np.array([[run.final_score()[0]] for run in runs]) for label, runs in counted.items()}
+        return {k: v for k, v in matrix.items() if len(v)}, f"final evaluation return on {env}", None
+    common = min(known)
+    matrix, missing = {}, []
+    for label, runs in counted.items():
+        values = [run.score_at(common)[0] for run in runs]
+        missing += [run.name for run, v in zip(runs, values) if v is None]
+        if any(v is not None for v in values):
+            matrix[label] = np.array([[v] for v in values if v is not None])
+    budget_text = ", ".join(f"{label}: {b}" for label, b in budgets.items())
+    notes.append(f"{env}: the lines trained for different budgets ({budget_text}); its aggregates and "
+                 f"probabilities of improvement compare every run at step {common}, the smallest budget, with its "
+                 f"latest evaluation at or before it; the lines table keeps each line's final score"
+                 + (f"; no evaluation by then in {', '.join(missing)}, left out" if missing else ""))
+    return matrix, f"evaluation return at step {common} on {env} (the smallest budget of its lines)", common
+
+
 def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: dict | None = None) -> dict:
-    from rl.report.stats import aggregates, performance_profiles
+    from rl.report.stats import aggregates, median_definition, performance_profiles, probabilities_of_improvement
 
     space = {"key": key, "title": title, "runs": {m: int(v.shape[0]) for m, v in matrix.items()},
-             "methods": aggregates(matrix, reps=reps), "games": games, "profile": None}
+             "methods": aggregates(matrix, reps=reps), "games": games, "profile": None,
+             "median": median_definition(next(iter(matrix.values())).shape[1]),
+             "probability_of_improvement": probabilities_of_improvement(_same_games(matrix, games), reps=reps)}
     if profile:
         prof = performance_profiles(matrix, reps=reps)
         space["profile"] = {"tau": prof["tau"].tolist(),
@@ -159,11 +212,23 @@ def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: 
     return space
 
 
+def _same_games(matrix: dict, games: dict | None) -> dict:
+    """The methods that probability of improvement can compare: across games, those run on the commonest set of
+    games (P(X > Y) is averaged over tasks both ran)."""
+    if not games:
+        return matrix
+    sets = [tuple(games[m]) for m in matrix]
+    commonest = max(set(sets), key=sets.count)
+    return {m: v for m, v in matrix.items() if tuple(games[m]) == commonest}
+
+
 def draw(summary: dict, lines: list[Line], drawn: dict, output: Path) -> dict:
     """Every figure, into `output`; returns {what: [file names]} and records it in the summary."""
     from rl.report import plots
 
     colour = dict(zip([line.label for line in lines], plots.colours(len(lines))))
+    for row in summary["lines"]:  # the page's key beside each line's number
+        row["colour"] = plots.hex_colour(colour[row["label"]])
     method_colour = {}
     for line in lines:
         method_colour.setdefault(line.method, colour[line.label])
@@ -188,18 +253,20 @@ def draw(summary: dict, lines: list[Line], drawn: dict, output: Path) -> dict:
         fig = plots.curves_figure(env, [{"label": line.label, "colour": colour[line.label], **drawn[line.label]}
                                         for line in members], train_label, marks)
         figures["curves"][env] = plots.save(fig, output, f"curves_{_slug(env)}")
+    shown = {row["label"]: f"{row['key']}: {row['label']}" for row in summary["lines"]}
     for space in summary["aggregates"]:
         stem = _slug(space["key"])
         colours = method_colour if space["key"] == "atari" else colour
-        fig = plots.intervals_figure(space["title"], space["methods"], ("IQM", "median", "mean"), colours)
+        fig = plots.intervals_figure(space["title"], space["methods"], ("IQM", "median", "mean"), colours, shown)
         figures["aggregates"][space["key"]] = plots.save(fig, output, f"aggregates_{stem}")
         if space["profile"]:
             prof = {"tau": np.array(space["profile"]["tau"]),
                     "profiles": {m: np.array(v) for m, v in space["profile"]["profiles"].items()},
                     "bands": {m: np.array(v) for m, v in space["profile"]["bands"].items()}}
-            xlabel = "human-normalised score (tau)" if space["key"] == "atari" else f"final return on {space['key']}"
+            xlabel = ("human-normalised score (tau)" if space["key"] == "atari" else f"final return on {space['key']}"
+                      if space.get("step") is None else f"return at step {space['step']} on {space['key']}")
             figures["profiles"][space["key"]] = plots.save(
-                plots.profile_figure(space["title"], xlabel, prof, colours), output, f"profile_{stem}")
+                plots.profile_figure(space["title"], xlabel, prof, colours, shown), output, f"profile_{stem}")
     summary["figures"] = figures
     return figures
 
@@ -227,10 +294,30 @@ def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int
                    "reference_sources": scores.SOURCES}
         draw(summary, lines, drawn, output)
     (output / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False, default=_json_default))
+    write_runs_csv(summary, output / "runs.csv")
     write_page(summary, output / "index.html")
     if not quiet:
         print(f"report of {len(runs)} run(s) in {len(lines)} line(s): {output / 'index.html'}", flush=True)
     return summary
+
+
+RUNS_CSV = ("name", "line", "hparams_set", "env", "seed", "status", "env_steps", "train_steps", "wall_time_s",
+            "final_score", "final_step", "final_source", "best_score", "best_step", "human_normalized_final",
+            "reference_mean", "reference_std", "reference_source", "reached_final", "reached_best", "counted",
+            "control_changes", "path")
+
+
+def write_runs_csv(summary: dict, path: Path) -> None:
+    """The runs table as CSV, one row a run (for a spreadsheet or pandas): the page's columns and the published
+    reference each was measured against."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, RUNS_CSV)
+        writer.writeheader()
+        for run in summary["runs"]:
+            ref = run["reference"] or {}
+            writer.writerow({**{k: run.get(k) for k in RUNS_CSV}, "reference_mean": ref.get("mean"),
+                             "reference_std": ref.get("std"), "reference_source": ref.get("source"),
+                             "control_changes": len(run["control"])})
 
 
 def _json_default(value):

@@ -13,11 +13,11 @@ from rl.report.runs import Run
 PER_RUN_KEYS = {"seed", "env", "env_type"}  # differ between copies or follow the env: never make a line of their own
 
 
-def _value(value) -> str:
+def value_text(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, list):
-        return "[" + ",".join(_value(v) for v in value) + "]"
+        return "[" + ",".join(value_text(v) for v in value) + "]"
     return str(value)
 
 
@@ -34,7 +34,7 @@ class Line:
     @property
     def method(self) -> str:
         """The line's name without its env: one entry across games in the aggregates."""
-        return " ".join([self.hparams_set] + [f"{k}={_value(v)}" for k, v in sorted(self.settings.items())])
+        return " ".join([self.hparams_set] + [f"{k}={value_text(v)}" for k, v in sorted(self.settings.items())])
 
 
 def _differing(runs: list[Run]) -> list[str]:
@@ -64,7 +64,7 @@ def group_lines(runs: list[Run]) -> list[Line]:
             if key not in lines:
                 lines[key] = Line(name, run.env, settings)
                 lines[key].label = " ".join([name] + ([f"on {run.env}"] if several_envs else [])
-                                            + [f"{k}={_value(v)}" for k, v in settings.items()])
+                                            + [f"{k}={value_text(v)}" for k, v in settings.items()])
             lines[key].runs.append(run)
     result = list(lines.values())
     for line in result:  # a search's trial (trial_<i>, or its copies trial_<i>/copy_<j>): its folder finds it

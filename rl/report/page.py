@@ -19,6 +19,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.nowrap { white-space: nowrap; } .scroll { overflow-x: auto; }
 .yes { color: #1a7f37; font-weight: 600; } .no { color: #b42318; } .muted { color: #777; }
 .notes li { margin: 0.15em 0; } img { max-width: 100%; border: 1px solid #eee; }
+.key { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.3em; vertical-align: -0.1em; }
 """
 
 
@@ -74,8 +75,21 @@ def notes_section(summary: dict) -> str:
 def _iqm_of(summary: dict, label: str) -> str:
     for space in summary["aggregates"]:
         if space["key"] != "atari" and label in space["methods"]:
-            return interval(space["methods"][label]["IQM"])
+            at = "" if space.get("step") is None else f" <span class=muted>at {steps(space['step'])}</span>"
+            return interval(space["methods"][label]["IQM"]) + at
     return "–"
+
+
+def key_cell(line: dict) -> str:
+    """The line's number in the figures, with its colour."""
+    swatch = f"<span class=key style=\"background:{esc(line['colour'])}\"></span>" if line.get("colour") else ""
+    return f"{swatch}{line['key']}"
+
+
+def shown(summary: dict, label: str) -> str:
+    """A line as the figures name it: its number, then its label (a method across games: its name)."""
+    number = {line["label"]: line["key"] for line in summary["lines"]}.get(label)
+    return esc(label) if number is None else f"{number}: {esc(label)}"
 
 
 def steps(value) -> str:
@@ -108,26 +122,31 @@ def lines_section(summary: dict) -> str:
         ref = line["references"][0] if line["references"] else None
         final = ("–" if line["final_mean"] is None
                  else f"{fmt(line['final_mean'])} ± {fmt(line['final_std'], 3)}")
-        row = [esc(line["label"]), esc(line["env"]), f"{line['copies']} ({line['finished_copies']} finished)",
-               final, _iqm_of(summary, line["label"]), fmt(line["best_mean"]),
-               reference_cell(ref, line["train_steps"]),
+        row = [key_cell(line), esc(line["label"]), esc(line["env"]),
+               f"{line['copies']} ({line['finished_copies']} finished)", final, _iqm_of(summary, line["label"]),
+               fmt(line["best_mean"]), reference_cell(ref, line["train_steps"]),
                "–" if ref is None else f"{line['reached_final']} of {line['scored_copies']}"]
         if atari:
             row.append(fmt(line["human_normalized_final_mean"]))
         rows.append(row)
-    header = ["line", "env", "copies", "final score (mean ± std over copies)", "IQM [95% CI]", "best (mean)",
+    header = ["#", "line", "env", "copies", "final score (mean ± std over copies)", "IQM [95% CI]", "best (mean)",
               "published reference", "copies reaching it"] + (["human-normalised final"] if atari else [])
-    return ("<h2>Lines</h2><p>Runs that differ only in their seed are copies of one line. Final score: the evaluation "
-            "at the end of training (eval.json) of its finished copies; while none has finished, their latest "
-            "evaluations. A run reaches the reference when its score is at least the reference mean minus its std.</p>"
-            + table(header, rows, {3, 4, 5}, nowrap={1, 2}))
+    return ("<h2>Lines</h2><p>Runs that differ only in their seed are copies of one line; # is its number and colour "
+            "in the figures. Final score: the evaluation at the end of training (eval.json) of its finished copies; "
+            "while none has finished, their latest evaluations. IQM: as in the aggregates below (at a common step "
+            "where lines trained for different budgets). A run reaches the reference when its score is at least the "
+            "reference mean minus its std.</p>"
+            + table(header, rows, {4, 5, 6}, nowrap={0, 2, 3}))
 
 
 def curves_section(summary: dict) -> str:
     parts = ["<h2>Learning curves</h2><p>Evaluation: the greedy evaluation return logged at each evaluation. Training: "
              "the mean return of the last 100 training episodes (on Atari the whole-game score). The mean over a "
              "line's copies (its finished ones, once any has finished) is drawn where all of them have data, with a "
-             "95% percentile-bootstrap band over copies; each copy is a faint line.</p>"]
+             "95% percentile-bootstrap band over copies (an error bar where there is one evaluation); each copy is a "
+             "faint line. On the wall-time panels the mean therefore stops where the fastest copy ended, and an x "
+             "ends each copy. A dotted vertical line, labelled with the new value, marks a <code>--control</code> "
+             "change in a run of that colour. Lines are numbered as in the Lines table.</p>"]
     for env, names in summary["figures"]["curves"].items():
         parts.append(f"<h3>{esc(env)}</h3>" + figure(names, f"learning curves on {env}"))
     return "".join(parts)
@@ -136,40 +155,57 @@ def curves_section(summary: dict) -> str:
 def aggregates_section(summary: dict) -> str:
     if not summary["aggregates"]:
         return ""
-    parts = ["<h2>Aggregates (rliable)</h2><p>IQM: the mean of the middle 50% of all runs' final scores; median and "
-             "mean: of the per-game means. Intervals: 95% stratified bootstrap over runs (Agarwal et al. 2021). "
-             "Games other than Atari have no shared normalisation here, so they are aggregated per game.</p>"]
+    parts = ["<h2>Aggregates (rliable)</h2><p>IQM: the mean of the middle 50% of all runs' final scores. On one game "
+             "the median is the median over runs; across Atari games it is rliable's, the median of the per-game "
+             "means, and the mean is the mean of the per-game means. Intervals: 95% stratified bootstrap over runs "
+             "(Agarwal et al. 2021). Games other than Atari have no shared normalisation here, so they are "
+             "aggregated per game. Probability of improvement P(X &gt; Y): rliable's, the chance that a run of X "
+             "scores above a run of Y (ties count half), averaged over games; above 0.5 favours X, and an interval "
+             "that holds 0.5 does not tell them apart.</p>"]
     for space in summary["aggregates"]:
-        rows = [[esc(m), str(space["runs"][m])] + [interval(r[name]) for name in ("IQM", "median", "mean")]
+        rows = [[shown(summary, m), str(space["runs"][m])] + [interval(r[name]) for name in ("IQM", "median", "mean")]
                 + ([esc(", ".join(space["games"][m]))] if space["games"] else [])
                 for m, r in space["methods"].items()]
-        header = ["method", "runs", "IQM [95% CI]", "median [95% CI]", "mean [95% CI]"] + (
+        header = ["method", "runs", "IQM [95% CI]", f"{space['median']} [95% CI]", "mean [95% CI]"] + (
             ["games"] if space["games"] else [])
         parts.append(f"<h3>{esc(space['title'])}</h3>" + table(header, rows, {1, 2, 3, 4}))
+        pairs = space["probability_of_improvement"]
+        if pairs:
+            parts.append(table(["X", "Y", "P(X > Y) [95% CI]"],
+                               [[shown(summary, p["x"]), shown(summary, p["y"]), interval(p)] for p in pairs], {2}))
         parts.append(figure(summary["figures"]["aggregates"][space["key"]], f"aggregates: {space['title']}"))
         if space["key"] in summary["figures"]["profiles"]:
             parts.append(figure(summary["figures"]["profiles"][space["key"]], f"performance profile: {space['title']}"))
     return "".join(parts)
 
 
+def control_text(change: dict) -> str:
+    settings = ", ".join(f"{k}={v}" for k, v in change.get("settings", {}).items())
+    return f"at {steps(change['step'])}: {esc(settings)}"
+
+
 def runs_section(summary: dict) -> str:
     atari = any(r["human_normalized_final"] is not None for r in summary["runs"])
+    controlled = any(r["control"] for r in summary["runs"])
     rows = []
     for r in summary["runs"]:
         ref = r["reference"]
         done = f"{steps(r['env_steps'])}" + (f" of {steps(r['train_steps'])}" if r["train_steps"] else "")
         source = {"eval.json": "", "no evaluation yet": ""}.get(r["final_source"], " <span class=muted>(latest)</span>")
-        rows.append([esc(r["name"]), esc(r["line"]), esc(r["seed"]), esc(r["status"]), done, fmt(r["wall_time_s"]),
-                     fmt(r["final_score"]) + source,
+        rows.append([esc(r["name"]), shown(summary, r["line"]), esc(r["seed"]), esc(r["status"]), done,
+                     fmt(r["wall_time_s"]), fmt(r["final_score"]) + source,
                      f"{fmt(r['best_score'])}" + (f" <span class=muted>at {steps(r['best_step'])}</span>"
                                                   if r["best_step"] is not None else ""),
                      "–" if ref is None else f"{fmt(ref['mean'])} <span class=muted>({esc(ref['source'])})</span>",
                      yes_no(r["reached_final"]), yes_no(r["reached_best"])]
-                    + ([fmt(r["human_normalized_final"])] if atari else []))
+                    + ([fmt(r["human_normalized_final"])] if atari else [])
+                    + (["<br>".join(control_text(c) for c in r["control"]) or "–"] if controlled else []))
     header = ["run", "line", "seed", "status", "agent steps", "wall time (s)", "final score", "best score",
-              "reference", "final reached", "best reached"] + (["human-normalised final"] if atari else [])
+              "reference", "final reached", "best reached"] + (["human-normalised final"] if atari else []) + (
+              ["--control changes"] if controlled else [])
     return ("<h2>Runs</h2><p>Final score: eval.json's, or, marked <i>latest</i>, the latest periodic evaluation of "
-            "a run that has not finished. Best: the best evaluation, periodic or final.</p>"
+            "a run that has not finished. Best: the best evaluation, periodic or final. The same table as CSV: "
+            "<a href=\"runs.csv\">runs.csv</a>.</p>"
             + table(header, rows, {4, 5, 6, 7, 8}, nowrap={0, 3}))
 
 

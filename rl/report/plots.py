@@ -6,6 +6,7 @@ the process that calls the report (train.py's parent, a search), nothing is left
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +18,40 @@ PANELS = (("eval", "env_steps"), ("eval", "wall_time_s"), ("train", "env_steps")
 X_LABELS = {"env_steps": "agent steps (environment steps, summed over envs)", "wall_time_s": "wall time (s)"}
 
 
+LEGEND_FONT = 9
+CHARS_PER_INCH = 13  # at LEGEND_FONT points, with room for the handle and the gap between columns
+
+
+def wrapped(text: str, width: int) -> str:
+    """A label on lines of at most `width` characters, broken at spaces: a long label grows down, never past the
+    figure's edge."""
+    return textwrap.fill(text, width, break_long_words=True, break_on_hyphens=False)
+
+
+def legend_below(fig: Figure, handles: list, texts: list[str]) -> None:
+    """A legend under the panels, outside them, in as many columns as the longest label lets fit the figure's
+    width (labels wrapped to fit a column): it covers no data and no label is cut."""
+    if not handles:
+        return
+    room = int(fig.get_figwidth() * CHARS_PER_INCH)
+    width = min(max(len(t) for t in texts), room - 6)
+    columns = max(1, min(len(texts), room // (width + 6)))
+    width = room // columns - 6
+    fig.legend(handles, [wrapped(t, width) for t in texts], loc="outside lower center", ncol=columns,
+               frameon=False, fontsize=LEGEND_FONT)
+
+
 def colours(count: int) -> list:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if count <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(count)]
+
+
+def hex_colour(colour) -> str:
+    from matplotlib.colors import to_hex
+
+    return to_hex(colour)
 
 
 def save(fig: Figure, folder: Path, stem: str) -> list[str]:
@@ -33,23 +63,53 @@ def save(fig: Figure, folder: Path, stem: str) -> list[str]:
     return names
 
 
+NO_DATA = {"eval": "no evaluation logged yet", "train": "no training episode finished yet"}
+
+
 def curves_figure(title: str, lines: list[dict], train_label: str, references: list[tuple[float, str]]) -> Figure:
     """Four panels: the evaluation and training score against agent steps and wall time. Each line is its copies'
-    mean with a 95% bootstrap band, and each copy faintly behind it. `lines`: dicts with `label`, `colour`, `runs`
-    (per panel key: list of (x, y)) and `mean` (per panel key: mean_curve's dict or None)."""
+    mean with a 95% bootstrap band (an error bar where it is one point), and each copy faintly behind it; on the
+    wall-time panels an x ends each copy, a dotted line marks each --control change. `lines`: dicts with `label`,
+    `key` (its number on the page), `colour`, `runs` (per panel key: list of (x, y)), `mean` (per panel key:
+    mean_curve's dict or None) and `control` (dicts with `step`, `wall_time_s`, `text`)."""
     fig = Figure(figsize=(13, 8.5), layout="constrained")
     axes = fig.subplots(2, 2)
+    legend: dict[int, tuple[str, object]] = {}
+    has_data: dict[str, bool] = {}
     for ax, (score, x) in zip(axes.flat, PANELS):
         key = f"{score}/{x}"
+        drawn = False
         for line in lines:
             for xs, ys in line["runs"][key]:
                 ax.plot(xs, ys, color=line["colour"], alpha=0.25, linewidth=0.8)
+                if x == "wall_time_s" and len(line["runs"][key]) > 1 and len(xs):
+                    ax.plot(xs[-1], ys[-1], "x", color=line["colour"], markersize=6)
+                drawn = drawn or bool(len(xs))
             mean = line["mean"][key]
             if mean is not None:
+                drawn = True
                 few = len(mean["x"]) <= 30  # a handful of evaluations: show where they were
-                ax.plot(mean["x"], mean["mean"], color=line["colour"], linewidth=2, marker="o" if few else None,
-                        markersize=4, label=f"{line['label']} (n={mean['runs']})")
-                ax.fill_between(mean["x"], mean["low"], mean["high"], color=line["colour"], alpha=0.2, linewidth=0)
+                text = f"{line['key']}: {line['label']} (n={mean['runs']})"
+                handle = ax.plot(mean["x"], mean["mean"], color=line["colour"], linewidth=2,
+                                 marker="o" if few else None, markersize=4)[0]
+                legend.setdefault(line["key"], (text, handle))
+                if len(mean["x"]) == 1:  # one evaluation: a band of one point would not show
+                    ax.errorbar(mean["x"], mean["mean"], yerr=[np.subtract(mean["mean"], mean["low"]),
+                                                                np.subtract(mean["high"], mean["mean"])],
+                                color=line["colour"], capsize=6, linewidth=2, alpha=0.8)
+                else:
+                    ax.fill_between(mean["x"], mean["low"], mean["high"], color=line["colour"], alpha=0.2,
+                                    linewidth=0)
+            for mark in line["control"] if drawn else ():
+                where = mark["step"] if x == "env_steps" else mark["wall_time_s"]
+                if where is not None:
+                    ax.axvline(where, color=line["colour"], linestyle=":", linewidth=1.2)
+                    ax.annotate(mark["text"], (where, 0.98), xycoords=("data", "axes fraction"), rotation=90,
+                                fontsize=7, color=line["colour"], ha="right", va="top")
+        has_data[key] = drawn
+        if not drawn:
+            why = NO_DATA[score] if x == "env_steps" or not has_data[f"{score}/env_steps"] else "no wall time logged"
+            ax.text(0.5, 0.5, f"no data: {why}", transform=ax.transAxes, ha="center", va="center", color="0.4")
         if score == "eval":
             for value, text in references:
                 ax.axhline(value, color="0.4", linestyle="--", linewidth=1)
@@ -58,21 +118,19 @@ def curves_figure(title: str, lines: list[dict], train_label: str, references: l
         ax.set_xlabel(X_LABELS[x])
         ax.set_ylabel("evaluation return" if score == "eval" else train_label)
         ax.grid(alpha=0.3)
-        if not ax.has_data():
-            ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center", color="0.5")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    if not handles:
-        handles, labels = axes[1, 0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), frameon=False)
+    legend_below(fig, [handle for _, handle in legend.values()], [text for text, _ in legend.values()])
     fig.suptitle(f"{title}: mean over copies, 95% bootstrap band; faint lines are single copies")
     return fig
 
 
-def intervals_figure(title: str, results: dict[str, dict], names: tuple[str, ...], colour_of: dict) -> Figure:
-    """rliable's interval-estimate plot: one panel per aggregate, a bar per method spanning its 95% interval."""
+def intervals_figure(title: str, results: dict[str, dict], names: tuple[str, ...], colour_of: dict,
+                     shown: dict[str, str]) -> Figure:
+    """rliable's interval-estimate plot: one panel per aggregate, a bar per method spanning its 95% interval, named
+    by `shown[method]` wrapped to a column beside the panels."""
     methods = list(results)
-    fig = Figure(figsize=(4 * len(names) + 2, 0.6 * len(methods) + 1.6), layout="constrained")
+    ticks = [wrapped(shown.get(m, m), 40) for m in methods]
+    height = sum(0.2 * t.count("\n") + 0.45 for t in ticks) + 1.6
+    fig = Figure(figsize=(4 * len(names) + 4, height), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(names), sharey=True))
     for ax, name in zip(axes, names):
         for i, method in enumerate(methods):
@@ -83,24 +141,26 @@ def intervals_figure(title: str, results: dict[str, dict], names: tuple[str, ...
         ax.use_sticky_edges = False  # a bar of zero width (all copies equal) would pin the axis to its value
         ax.margins(x=0.08)
         ax.grid(axis="x", alpha=0.3)
-    axes[0].set_yticks(range(len(methods)), methods)
+    axes[0].set_yticks(range(len(methods)), ticks, fontsize=LEGEND_FONT)
     axes[0].invert_yaxis()
-    fig.suptitle(f"{title}: point estimate and 95% stratified-bootstrap interval")
+    fig.suptitle(wrapped(f"{title}: point estimate and 95% stratified-bootstrap interval",
+                         int(fig.get_figwidth() * CHARS_PER_INCH * 0.9)))
     return fig
 
 
-def profile_figure(title: str, xlabel: str, profile: dict, colour_of: dict) -> Figure:
+def profile_figure(title: str, xlabel: str, profile: dict, colour_of: dict, shown: dict[str, str]) -> Figure:
     """rliable's performance profile: the fraction of runs scoring above tau, with its 95% band."""
-    fig = Figure(figsize=(7, 5), layout="constrained")
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
     ax = fig.subplots()
+    handles = []
     for method, values in profile["profiles"].items():
-        ax.plot(profile["tau"], values, color=colour_of.get(method), linewidth=2, label=method)
+        handles += ax.plot(profile["tau"], values, color=colour_of.get(method), linewidth=2)
         low, high = profile["bands"][method]
         ax.fill_between(profile["tau"], low, high, color=colour_of.get(method), alpha=0.2, linewidth=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of runs with score > tau")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    fig.legend(frameon=False, fontsize=9, loc="outside lower center", ncol=min(len(profile["profiles"]), 3))
-    ax.set_title(f"{title}: performance profile")
+    legend_below(fig, handles, [shown.get(m, m) for m in profile["profiles"]])
+    ax.set_title(wrapped(f"{title}: performance profile", int(fig.get_figwidth() * CHARS_PER_INCH * 0.8)))
     return fig

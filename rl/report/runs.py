@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rl.errors import ConfigError
+from rl.errors import ConfigError, first_line
 
 SKIP_DIRS = {"checkpoints", "videos", "report", "__pycache__"}  # never runs: not worth walking into
 TRAIN_SCORE_COLUMNS = ("game_score_mean", "episode_return_mean")  # Atari's whole-game score first, when logged
@@ -65,6 +65,7 @@ class Run:
     columns: dict[str, np.ndarray]  # progress.csv as float columns (NaN where blank), wall time made cumulative
     final: dict | None  # eval.json, when training finished (or an evaluation run wrote it)
     notes: list[str] = field(default_factory=list)
+    control: list[dict] = field(default_factory=list)  # --control's changes: hparams.json's {"step", "settings"}
 
     @property
     def env(self) -> str:
@@ -128,6 +129,26 @@ class Run:
             return float(values[-1]), int(steps[-1]), "last evaluation in progress.csv"
         return None, None, "no evaluation yet"
 
+    def score_at(self, step: float) -> tuple[float | None, int | None]:
+        """(score, its step): the latest evaluation at or before `step`, periodic or final; None before the first."""
+        steps, values = self.evaluations
+        points = [(int(s), float(v)) for s, v in zip(steps, values) if s <= step]
+        final, final_step, source = self.final_score()
+        if source == "eval.json" and final_step is not None and final_step <= step:
+            points.append((int(final_step), final))
+        if not points:
+            return None, None
+        at, value = max(reversed(points), key=lambda p: p[0])  # the final one wins over a periodic one at its step
+        return value, at
+
+    def wall_time_at(self, step: float) -> float | None:
+        """The wall time when the run reached `step` (interpolated between its log rows), for markers on wall-time
+        axes; None outside the logged steps."""
+        steps, wall = self.columns.get("env_steps"), self.columns.get("wall_time_s")
+        if steps is None or wall is None or not len(steps) or not steps[0] <= step <= steps[-1]:
+            return None
+        return float(np.interp(step, steps, wall))
+
     def best_score(self) -> tuple[float | None, int | None]:
         """The best evaluation: the highest periodic or final mean return (and the one eval.json's `best` kept)."""
         candidates = [(float(v), int(s)) for s, v in zip(*self.evaluations)]
@@ -149,17 +170,20 @@ class Run:
         return "unfinished"
 
 
-def _read_json(path: Path, notes: list[str]) -> dict | None:
+def _read_json(path: Path) -> dict | None:
+    """A run's JSON record, None where there is none. train.py writes these whole, so one that does not parse is
+    damaged, and the report stops with one line rather than show the run as unfinished (or without its settings)
+    and its numbers wrong."""
     if not path.is_file():
         return None
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        notes.append(f"{path.name} could not be read ({type(exc).__name__}); left out")
-        return None
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({first_line(exc)}); train.py writes it whole, so it is "
+                          f"damaged: restore it, or move it out of the run folder") from None
     if not isinstance(data, dict):
-        notes.append(f"{path.name} does not hold an object; left out")
-        return None
+        raise ConfigError(f"{path} holds a {type(data).__name__}, not the object train.py writes: restore it, or "
+                          f"move it out of the run folder")
     return data
 
 
@@ -217,13 +241,14 @@ def _after_resumes(table: np.ndarray, header: list[str]) -> np.ndarray:
 
 def read_run(folder: Path, name: str) -> Run:
     notes: list[str] = []
-    record = _read_json(folder / "hparams.json", notes) or {}
+    record = _read_json(folder / "hparams.json") or {}
     if not (folder / "hparams.json").is_file():
         notes.append("no hparams.json: its set and settings are unknown")
     hparams = record.get("hparams") if isinstance(record.get("hparams"), dict) else {}
     columns = read_progress(folder / "progress.csv", notes)
-    final = _read_json(folder / "eval.json", notes)
-    run = Run(folder, name, str(record.get("hparams_set") or "unknown set"), hparams, columns, final, notes)
+    final = _read_json(folder / "eval.json")
+    control = [entry for entry in record.get("control", []) if isinstance(entry, dict) and "step" in entry]
+    run = Run(folder, name, str(record.get("hparams_set") or "unknown set"), hparams, columns, final, notes, control)
     if not (folder / "progress.csv").is_file():
         notes.append("no progress.csv yet: nothing logged")
     if final is None and len(columns.get("env_steps", ())):

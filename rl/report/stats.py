@@ -37,10 +37,13 @@ def bootstrap_band(values: np.ndarray, reps: int = 1000, seed: int = 0) -> tuple
 
 def mean_curve(curves: list[tuple[np.ndarray, np.ndarray]], reps: int = 1000) -> dict | None:
     """The mean of several runs' curves with a bootstrap band, on the x where every run has data (from the latest
-    first point to the earliest last point), each run linearly interpolated there. None when they do not overlap."""
+    first point to the earliest last point), each run linearly interpolated there; runs of one point each (one
+    evaluation) at the mean of their x. None when they do not overlap."""
     curves = [(x, y) for x, y in curves if len(x)]
     if not curves:
         return None
+    if all(len(x) == 1 for x, _ in curves):  # one evaluation each (at slightly different wall times): at their mean x
+        curves = [(np.array([np.mean([x[0] for x, _ in curves])]), y) for _, y in curves]
     start, end = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
     if start > end:
         return None
@@ -71,18 +74,57 @@ def _aggregate_all(scores: np.ndarray) -> np.ndarray:
     return np.array([metrics.aggregate_iqm(scores), metrics.aggregate_median(scores), metrics.aggregate_mean(scores)])
 
 
-def aggregates(score_dict: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> dict[str, dict]:
-    """IQM, median and mean (rliable's metrics: the median and mean are of the per-task means) of each method's
-    (runs x tasks) score matrix, with stratified-bootstrap 95% intervals: runs are resampled within each task."""
+def _aggregate_one_task(scores: np.ndarray) -> np.ndarray:
+    """On one task rliable's median (of the per-task means) is the mean again: the median over runs says more."""
+    from rliable import metrics
+
+    return np.array([metrics.aggregate_iqm(scores), float(np.median(scores)), metrics.aggregate_mean(scores)])
+
+
+def median_definition(tasks: int) -> str:
+    """What the "median" of `aggregates` is for a matrix of `tasks` columns."""
+    return "median over runs" if tasks == 1 else "median of the per-game means (rliable's)"
+
+
+def _bootstrap(score_dict: dict, func, reps: int, seed: int):
     rly = _rliable()
+    with warnings.catch_warnings():  # arch wants a Generator; rliable 1.2 passes a RandomState
+        warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
+        return rly.get_interval_estimates(score_dict, func, reps=reps, random_state=np.random.RandomState(seed))
+
+
+def aggregates(score_dict: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> dict[str, dict]:
+    """IQM, median and mean of each method's (runs x tasks) score matrix, with stratified-bootstrap 95% intervals:
+    runs are resampled within each task. rliable's metrics; the median is rliable's (of the per-task means) across
+    tasks, and the median over runs on one task (`median_definition`)."""
     result = {}
     for method, scores in score_dict.items():  # one at a time, each with the same seed: adding a method moves no other
-        with warnings.catch_warnings():  # arch wants a Generator; rliable 1.2 passes a RandomState
-            warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
-            point, interval = rly.get_interval_estimates({method: np.asarray(scores, dtype=float)}, _aggregate_all,
-                                                         reps=reps, random_state=np.random.RandomState(seed))
+        scores = np.asarray(scores, dtype=float)
+        func = _aggregate_one_task if scores.shape[1] == 1 else _aggregate_all
+        point, interval = _bootstrap({method: scores}, func, reps, seed)
         result[method] = {name: {"value": float(point[method][i]), "low": float(interval[method][0][i]),
                                  "high": float(interval[method][1][i])} for i, name in enumerate(AGGREGATES)}
+    return result
+
+
+def probabilities_of_improvement(score_dict: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> list[dict]:
+    """rliable's probability of improvement P(X > Y) (Mann-Whitney's U over runs, averaged over tasks; ties count
+    half) for every pair of methods with the same tasks, with its 95% stratified-bootstrap interval (each method's
+    runs resampled on their own). Each pair once, X before Y in `score_dict`'s order: P(Y > X) = 1 - P(X > Y)."""
+    _rliable()
+    from rliable import metrics
+
+    names = list(score_dict)
+    result = []
+    for i, x in enumerate(names):
+        for y in names[i + 1:]:
+            sx, sy = (np.asarray(score_dict[k], dtype=float) for k in (x, y))
+            if sx.shape[1] != sy.shape[1]:
+                continue
+            key = f"{x},{y}"
+            point, interval = _bootstrap({key: (sx, sy)}, metrics.probability_of_improvement, reps, seed)
+            low, high = np.ravel(interval[key])
+            result.append({"x": x, "y": y, "value": float(point[key]), "low": float(low), "high": float(high)})
     return result
 
 
