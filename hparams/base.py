@@ -1,6 +1,6 @@
 """`base()`: every setting that all agents share, with one line of help each. Families extend it."""
 
-from rl.hparams import HParams
+from rl.hparams import PROBABILITY, HParams, above, at_least, between, each, one_of, where
 
 
 def base() -> HParams:
@@ -17,66 +17,82 @@ def base() -> HParams:
     # environment
     d("env", "CartPole-v1", "gymnasium env id (--env overrides)")
     d("env_type", "gym", "envs registry key: the env family and its wrappers (gym, atari, bullet ...)")
-    d("num_envs", 1, "environments stepped together in one vector env")
-    d("max_episode_steps", 0, "time limit of an episode in env steps, truncating it (0: the env id's own limit)")
+    d("num_envs", 1, "environments stepped together in one vector env", bound=at_least(1))
+    d("max_episode_steps", 0, "time limit of an episode in env steps, truncating it (0: the env id's own limit)",
+      bound=at_least(0))
     d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto "
-      "(native where it resets in the same step, e.g. CartPole; sync otherwise)")
+      "(native where it resets in the same step, e.g. CartPole; sync otherwise)",
+      bound=one_of("sync", "async", "native", "auto"))
     # Atari (env_type=atari: ale-py's AtariVectorEnv, whose C++ threads do the DeepMind preprocessing)
-    d("frame_skip", 4, "atari: emulator frames per agent step (the last two max-pooled)")
-    d("frame_stack", 4, "atari: 84x84 grayscale frames stacked into one observation")
-    d("noop_max", 30, "atari: up to this many no-op actions at the start of a game")
+    d("frame_skip", 4, "atari: emulator frames per agent step (the last two max-pooled)", bound=at_least(1))
+    d("frame_stack", 4, "atari: 84x84 grayscale frames stacked into one observation", bound=at_least(1))
+    d("noop_max", 30, "atari: up to this many no-op actions at the start of a game", bound=at_least(0))
     d("sticky_actions", -1.0, "atari: probability of repeating the previous action (-1: the id's own: 0.25 for "
-      "ALE/*-v5, 0 for *NoFrameskip-v4)")
+      "ALE/*-v5, 0 for *NoFrameskip-v4)",
+      bound=where(lambda p: p == -1 or 0 <= p <= 1, "-1 or a probability in [0, 1]"))
     d("full_action_space", False, "atari: all 18 actions instead of the game's minimal set")
     d("terminal_on_life_loss", False, "atari: a lost life ends the learning episode (the game goes on; scores "
       "still count whole games)")
     d("reward_clipping", True, "atari: the agent learns from rewards clipped to [-1, 1] (scores stay unclipped)")
     d("fire_reset", True, "atari: press FIRE at the start of games that need it")
-    d("env_threads", 0, "atari: C++ threads stepping the envs (0: one per core, at most num_envs)")
+    d("env_threads", 0, "atari: C++ threads stepping the envs (0: one per core, at most num_envs)", bound=at_least(0))
     # run length, evaluation, checkpoints
-    d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)")
-    d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)")
-    d("eval_interval", 10_000, "environment steps between periodic greedy evaluations (0: only at the end)")
-    d("eval_episodes", 10, "episodes per periodic evaluation (--eval_episodes overrides)")
+    d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)",
+      bound=at_least(1))
+    d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)", bound=at_least(0))
+    d("eval_interval", 10_000, "environment steps between periodic greedy evaluations (0: only at the end)",
+      bound=at_least(0))
+    d("eval_episodes", 10, "episodes per periodic evaluation (--eval_episodes overrides)", bound=at_least(1))
     d("eval_deterministic", True, "evaluate with the greedy policy (False: the training policy, e.g. sampled "
       "actions or the final epsilon, as Atari evaluations usually do)")
-    d("test_episodes", 100, "episodes in evaluation mode, --training False (--test_episodes overrides)")
-    d("checkpoint_interval", 10_000, "environment steps between checkpoints")
-    d("keep_checkpoints", 3, "how many recent checkpoints to keep")
+    d("test_episodes", 100, "episodes in evaluation mode, --training False (--test_episodes overrides)",
+      bound=at_least(1))
+    d("checkpoint_interval", 10_000, "environment steps between checkpoints", bound=at_least(0))
+    d("keep_checkpoints", 3, "how many recent checkpoints to keep", bound=at_least(1))
     d("checkpoint_memory", True, "include the replay memory in checkpoints so a resumed run samples the same data")
-    d("log_interval", 1_000, "environment steps between log rows (TensorBoard, progress.csv, console)")
+    d("log_interval", 1_000, "environment steps between log rows (TensorBoard, progress.csv, console)",
+      bound=at_least(1))
     # optimisation
-    d("lr", 3e-4, "learning rate")
-    d("adam_eps", 1e-8, "Adam's epsilon")
-    d("gamma", 0.99, "discount factor")
-    d("batch_size", 64, "minibatch size")
-    d("max_grad_norm", 10.0, "gradient clipping by global norm (0: off)")
-    d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers")
-    d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu")
+    d("lr", 3e-4, "learning rate", bound=above(0))
+    d("adam_eps", 1e-8, "Adam's epsilon", bound=above(0))
+    d("gamma", 0.99, "discount factor", bound=between(0, 1))
+    d("batch_size", 64, "minibatch size", bound=at_least(0))
+    d("max_grad_norm", 10.0, "gradient clipping by global norm (0: off)", bound=at_least(0))
+    d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers", bound=each(at_least(1)))
+    d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu",
+      bound=one_of("relu", "tanh", "elu", "gelu", "silu"))
     d("fixup_init", False, "impala_cnn: Fixup initialisation of the residual blocks (Zhang et al. 2019)")
     d("channels_last", False, "convolutional torsos: channels-last memory format (faster on some CPUs and GPUs)")
     # system
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
     d("precision", "fp32", "fp32, or bf16: on-policy agents run forward passes under bfloat16 autocast (weights, "
-      "gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 elsewhere)")
-    d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)")
+      "gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 elsewhere)",
+      bound=one_of("fp32", "bf16"))
+    d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)",
+      bound=at_least(1))
     # the Scheme (rl/parallel): collection workers and gradient workers, each group sync or async
     d("num_workers", 0, "0: one process; N > 0: N collection worker processes feeding this learner "
-      "(--num_workers overrides)")
+      "(--num_workers overrides)", bound=at_least(0))
     d("col_communication", "async", "collection workers: async (they keep acting with the weights they have: "
-      "IMPALA, APPO, Ape-X) or sync (the learner waits for all, learns, then every worker gets the new weights)")
-    d("max_policy_lag", 0, "drop worker data whose policy is more than this many learner versions old (0: keep all)")
-    d("worker_timeout", 60.0, "seconds a worker may go without a step before it is declared hung and restarted")
-    d("worker_envs", 0, "envs per collection worker (0: num_envs)")
-    d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share")
+      "IMPALA, APPO, Ape-X) or sync (the learner waits for all, learns, then every worker gets the new weights)",
+      bound=one_of("async", "sync"))
+    d("max_policy_lag", 0, "drop worker data whose policy is more than this many learner versions old (0: keep all)",
+      bound=at_least(0))
+    d("worker_timeout", 60.0, "seconds a worker may go without a step before it is declared hung and restarted",
+      bound=above(0))
+    d("worker_envs", 0, "envs per collection worker (0: num_envs)", bound=at_least(0))
+    d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share",
+      bound=at_least(1))
     d("grad_communication", "sync", "gradient workers: sync (gradients averaged by a torch.distributed "
-      "all-reduce every step: DPPO) or async (the learner applies each worker's gradient as it arrives: A3C)")
+      "all-reduce every step: DPPO) or async (the learner applies each worker's gradient as it arrives: A3C)",
+      bound=one_of("sync", "async"))
     d("group_timeout_s", 1800.0, "sync gradient workers: seconds a rank waits in a collective for the others before "
-      "the group is lost (exit 129). Rank 0's evaluations must fit in it: the other ranks wait in the next all-reduce")
+      "the group is lost (exit 129). Rank 0's evaluations must fit in it: the other ranks wait in the next all-reduce",
+      bound=above(0))
     d("ray_address", "", "run the workers as Ray actors on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
       "('': shared-memory processes on this machine; --ray_address or RAY_ADDRESS set it)")
-    d("ray_worker_cpus", 1.0, "Ray: CPUs each worker actor declares")
-    d("ray_worker_gpus", 0.0, "Ray: GPUs each worker actor declares")
+    d("ray_worker_cpus", 1.0, "Ray: CPUs each worker actor declares", bound=at_least(0))
+    d("ray_worker_gpus", 0.0, "Ray: GPUs each worker actor declares", bound=at_least(0))
     d("ray_worker_resources", "", "Ray: custom resources each worker actor declares, NAME:AMOUNT[;NAME:AMOUNT] "
       "(e.g. cpu_node:1 keeps workers on nodes started with --resources '{\"cpu_node\": 8}')")
     return hp
@@ -85,24 +101,31 @@ def base() -> HParams:
 def off_policy(hp: HParams) -> HParams:
     """Add the settings every off-policy agent (dqn, ddpg, td3, sac) shares: its memory and update schedule."""
     d = hp.define
-    d("buffer_size", 1_000_000, "replay memory capacity in transitions")
-    d("learning_starts", 50_000, "environment steps of pure collection before the first update")
-    d("train_freq", 4, "environment steps between training phases")
-    d("gradient_steps", 1, "gradient steps per training phase")
-    d("target_update_interval", 1, "environment steps between target network updates")
-    d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging")
+    d("buffer_size", 1_000_000, "replay memory capacity in transitions", bound=at_least(1))
+    d("learning_starts", 50_000, "environment steps of pure collection before the first update", bound=at_least(0))
+    d("train_freq", 4, "environment steps between training phases", bound=at_least(1))
+    d("gradient_steps", 1, "gradient steps per training phase", bound=at_least(1))
+    d("target_update_interval", 1, "environment steps between target network updates", bound=at_least(1))
+    d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging",
+      bound=between(0, 1, low_open=True))
     # the replay family (rl/memory: prioritized, attentive, queue, mixed; n-step returns for all of them)
-    d("worker_steps", 32, "with workers: vector steps a worker collects before it ships them to the learner")
+    d("worker_steps", 32, "with workers: vector steps a worker collects before it ships them to the learner",
+      bound=at_least(1))
     d("replay_frames", True, "store each frame of stacked-frame observations (atari) once and rebuild the stacks "
       "when sampling, instead of 2 x frame_stack copies per transition")
-    d("n_step", 1, "n-step returns: transitions carry up to n discounted rewards and bootstrap with gamma^k")
-    d("per_alpha", 0.6, "prioritized memory: priority exponent, p = (|td error| + per_eps)^per_alpha")
-    d("per_beta", 0.4, "prioritized memory: initial importance-weight exponent, annealed linearly to 1 over the run")
-    d("per_eps", 1e-6, "prioritized memory: added to |td error| so no item's priority is zero")
-    d("attentive_lambda", 4.0, "attentive memory: candidates drawn per kept item (>= 1) at the start")
-    d("attentive_anneal_fraction", 1.0, "attentive memory: fraction of the run over which lambda falls to 1")
+    d("n_step", 1, "n-step returns: transitions carry up to n discounted rewards and bootstrap with gamma^k",
+      bound=at_least(1))
+    d("per_alpha", 0.6, "prioritized memory: priority exponent, p = (|td error| + per_eps)^per_alpha",
+      bound=at_least(0))
+    d("per_beta", 0.4, "prioritized memory: initial importance-weight exponent, annealed linearly to 1 over the run",
+      bound=PROBABILITY)
+    d("per_eps", 1e-6, "prioritized memory: added to |td error| so no item's priority is zero", bound=above(0))
+    d("attentive_lambda", 4.0, "attentive memory: candidates drawn per kept item (>= 1) at the start",
+      bound=at_least(1))
+    d("attentive_anneal_fraction", 1.0, "attentive memory: fraction of the run over which lambda falls to 1",
+      bound=between(0, 1, low_open=True))
     d("attentive_features", "obs", "attentive memory: similarity on raw observations (obs) or the agent's features "
-      "(model)")
+      "(model)", bound=one_of("obs", "model"))
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
       '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
       "mixed memory (transitions) and agent=impala (sequences: seed B's queue, standard, custom): JSON list of "

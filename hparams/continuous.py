@@ -6,7 +6,7 @@ implemented here, so those two sets are the zoo's settings without them.
 """
 
 from hparams.base import base, off_policy
-from rl.hparams import HParams
+from rl.hparams import FINITE, HParams, above, at_least, one_of
 from rl.registry import hparams
 
 
@@ -15,12 +15,15 @@ def actor_critic() -> HParams:
     hp = off_policy(base())
     d = hp.define
     d("critic", "twin_q", "models registry key of the critics: q_critic (one) or twin_q (clipped double Q)")
-    d("lr_actor", 0.0, "actor learning rate (0: lr, which is the critics' learning rate)")
-    d("update_every", 0, "PyTorchRL's name for train_freq: env steps between training phases (0: use train_freq)")
-    d("num_updates", 0, "PyTorchRL's name for gradient_steps: gradient steps per phase (0: use gradient_steps)")
-    d("policy_delay", 1, "gradient steps per actor update; targets move with the actor (TD3: 2)")
+    d("lr_actor", 0.0, "actor learning rate (0: lr, which is the critics' learning rate)", bound=at_least(0))
+    d("update_every", 0, "PyTorchRL's name for train_freq: env steps between training phases (0: use train_freq)",
+      bound=at_least(0))
+    d("num_updates", 0, "PyTorchRL's name for gradient_steps: gradient steps per phase (0: use gradient_steps)",
+      bound=at_least(0))
+    d("policy_delay", 1, "gradient steps per actor update; targets move with the actor (TD3: 2)", bound=at_least(1))
     d("matmul_precision", "highest", "float32 matmuls in updates: highest (fp32), high (TF32 on GPUs) or medium "
-      "(bf16 units such as Intel AMX; 256-wide matmuls about 2.5x faster; fp32 where the CPU has none)")
+      "(bf16 units such as Intel AMX; 256-wide matmuls about 2.5x faster; fp32 where the CPU has none)",
+      bound=one_of("highest", "high", "medium"))
     hp.env = "Pendulum-v1"
     hp.lr = 1e-3
     hp.buffer_size = 1_000_000
@@ -44,10 +47,11 @@ def ddpg() -> HParams:
     hp.agent, hp.model, hp.critic, hp.act_select, hp.grad_comp = (
         "ddpg", "deterministic_actor", "q_critic", "deterministic_noise", "ddpg")
     d = hp.define
-    d("noise_type", "normal", "exploration noise added to the actor's action: normal, ornstein_uhlenbeck or none")
-    d("noise_std", 0.1, "exploration noise scale (sigma) in the normalised action box [-1, 1]")
-    d("ou_theta", 0.15, "Ornstein-Uhlenbeck mean reversion rate")
-    d("ou_dt", 1e-2, "Ornstein-Uhlenbeck time step")
+    d("noise_type", "normal", "exploration noise added to the actor's action: normal, ornstein_uhlenbeck or none",
+      bound=one_of("normal", "ornstein_uhlenbeck", "none"))
+    d("noise_std", 0.1, "exploration noise scale (sigma) in the normalised action box [-1, 1]", bound=at_least(0))
+    d("ou_theta", 0.15, "Ornstein-Uhlenbeck mean reversion rate", bound=at_least(0))
+    d("ou_dt", 1e-2, "Ornstein-Uhlenbeck time step", bound=above(0))
     hp.hidden_sizes = [400, 300]
     return hp
 
@@ -58,8 +62,8 @@ def td3() -> HParams:
     hp = ddpg()
     hp.agent, hp.critic, hp.grad_comp = "td3", "twin_q", "td3"
     d = hp.define
-    d("target_noise", 0.2, "std of the target policy smoothing noise (normalised action units)")
-    d("target_noise_clip", 0.5, "the smoothing noise is clipped to +-this")
+    d("target_noise", 0.2, "std of the target policy smoothing noise (normalised action units)", bound=at_least(0))
+    d("target_noise_clip", 0.5, "the smoothing noise is clipped to +-this", bound=at_least(0))
     hp.policy_delay = 2
     return hp
 
@@ -71,10 +75,10 @@ def sac() -> HParams:
     hp.agent, hp.model, hp.critic, hp.act_select, hp.grad_comp = (
         "sac", "squashed_gaussian_actor", "twin_q", "squashed_gaussian", "sac")
     d = hp.define
-    d("initial_alpha", 1.0, "initial entropy temperature alpha")
+    d("initial_alpha", 1.0, "initial entropy temperature alpha", bound=above(0))
     d("tune_alpha", True, "learn alpha towards the target entropy (false: alpha stays initial_alpha)")
-    d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))")
-    d("lr_alpha", 0.0, "temperature learning rate (0: lr)")
+    d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))", bound=FINITE)
+    d("lr_alpha", 0.0, "temperature learning rate (0: lr)", bound=at_least(0))
     hp.lr = 3e-4
     hp.hidden_sizes = [256, 256]
     return hp

@@ -1,7 +1,7 @@
 """DQN family sets: `dqn` (base), CartPole sets with rl-baselines3-zoo's tuned settings, and their variants."""
 
 from hparams.base import base, off_policy
-from rl.hparams import HParams
+from rl.hparams import FINITE, PROBABILITY, HParams, at_least, one_of
 from rl.registry import hparams
 
 
@@ -10,16 +10,17 @@ def dqn() -> HParams:
     hp = off_policy(base())
     hp.agent, hp.model, hp.memory, hp.act_select, hp.grad_comp = "dqn", "q_network", "replay", "epsilon_greedy", "td"
     d = hp.define
-    d("exploration_fraction", 0.1, "fraction of train_steps over which epsilon decays")
-    d("exploration_initial_eps", 1.0, "epsilon at the start")
-    d("exploration_final_eps", 0.05, "epsilon after the decay")
+    d("exploration_fraction", 0.1, "fraction of train_steps over which epsilon decays", bound=PROBABILITY)
+    d("exploration_initial_eps", 1.0, "epsilon at the start", bound=PROBABILITY)
+    d("exploration_final_eps", 0.05, "epsilon after the decay", bound=PROBABILITY)
     d("dueling", False, "use a dueling head (value + advantage streams)")
-    d("loss", "huber", "TD loss: huber or mse")
+    d("loss", "huber", "TD loss: huber or mse", bound=one_of("huber", "mse"))
     d("noisy", False, "noisy linear layers in the Q head (Fortunato et al. 2018); pair with act_select=greedy")
-    d("noisy_sigma0", 0.5, "noisy layers: initial noise scale sigma0 (sigma = sigma0 / sqrt(fan_in))")
-    d("num_atoms", 51, "c51_network: atoms of the return distribution")
-    d("v_min", -10.0, "c51_network: smallest return on the support")
-    d("v_max", 10.0, "c51_network: largest return on the support")
+    d("noisy_sigma0", 0.5, "noisy layers: initial noise scale sigma0 (sigma = sigma0 / sqrt(fan_in))",
+      bound=at_least(0))
+    d("num_atoms", 51, "c51_network: atoms of the return distribution", bound=at_least(2))
+    d("v_min", -10.0, "c51_network: smallest return on the support", bound=FINITE)
+    d("v_max", 10.0, "c51_network: largest return on the support", bound=FINITE)
     hp.target_update_interval = 10_000
     hp.lr = 1e-4
     hp.batch_size = 32

@@ -8,7 +8,7 @@ implemented here: those sets use a plain Gaussian with the zoo's other settings.
 """
 
 from hparams.base import base
-from rl.hparams import HParams
+from rl.hparams import FINITE, HParams, above, at_least, between, one_of
 from rl.registry import hparams
 
 
@@ -17,55 +17,61 @@ def on_policy() -> HParams:
     hp = base()
     hp.model, hp.memory, hp.act_select, hp.torso = "actor_critic", "rollout", "categorical", "mlp"
     d = hp.define
-    d("num_steps", 2048, "rollout length per env: an update learns from num_steps x num_envs transitions")
-    d("gae_lambda", 0.95, "GAE lambda: 1 gives Monte Carlo returns, 0 one-step TD advantages")
-    d("epochs", 10, "passes over each rollout")
-    d("clip_range", 0.2, "PPO's ratio clip epsilon")
-    d("clip_range_vf", 0.0, "clip of the value change around the old values (0: unclipped value loss)")
-    d("ent_coef", 0.0, "entropy bonus coefficient")
-    d("vf_coef", 0.5, "value loss coefficient")
+    d("num_steps", 2048, "rollout length per env: an update learns from num_steps x num_envs transitions",
+      bound=at_least(1))
+    d("gae_lambda", 0.95, "GAE lambda: 1 gives Monte Carlo returns, 0 one-step TD advantages", bound=between(0, 1))
+    d("epochs", 10, "passes over each rollout", bound=at_least(1))
+    d("clip_range", 0.2, "PPO's ratio clip epsilon", bound=above(0))
+    d("clip_range_vf", 0.0, "clip of the value change around the old values (0: unclipped value loss)",
+      bound=at_least(0))
+    d("ent_coef", 0.0, "entropy bonus coefficient", bound=at_least(0))
+    d("vf_coef", 0.5, "value loss coefficient", bound=at_least(0))
     d("normalize_advantage", True, "standardise advantages in each minibatch")
-    d("target_kl", 0.0, "stop an update's epochs once approx KL exceeds 1.5 x this (0: off)")
+    d("target_kl", 0.0, "stop an update's epochs once approx KL exceeds 1.5 x this (0: off)", bound=at_least(0))
     d("lr_decay", False, "decay the learning rate linearly to 0 over train_steps")
     d("clip_decay", False, "decay clip_range linearly to 0 over train_steps")
     d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
     d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
-    d("log_std_init", 0.0, "initial log-std of the Gaussian policy (Box actions)")
-    d("action_bounds", "clip", "how a Gaussian action meets the Box: clip, tanh (squash and rescale) or none")
+    d("log_std_init", 0.0, "initial log-std of the Gaussian policy (Box actions)", bound=FINITE)
+    d("action_bounds", "clip", "how a Gaussian action meets the Box: clip, tanh (squash and rescale) or none",
+      bound=one_of("clip", "tanh", "none"))
     d("recurrent", False, "add a GRU after the torso; its hidden state resets at episode starts")
-    d("recurrent_hidden_size", 64, "GRU hidden size (with recurrent=True)")
-    d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)")
+    d("recurrent_hidden_size", 64, "GRU hidden size (with recurrent=True)", bound=at_least(1))
+    d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)",
+      bound=at_least(0))
     d("normalize_obs", False, "standardise observations by running statistics (checkpointed)")
     d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
     d("normalize_returns", False, "the value head learns returns standardised by running statistics (Sample "
       "Factory's normalize_returns; checkpointed)")
-    d("clip_obs", 10.0, "normalised observations are clipped to +-this")
-    d("clip_reward", 10.0, "normalised rewards are clipped to +-this")
-    d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)")
-    d("rmsprop_alpha", 0.99, "RMSprop's smoothing constant (optimizer=rmsprop)")
+    d("clip_obs", 10.0, "normalised observations are clipped to +-this", bound=above(0))
+    d("clip_reward", 10.0, "normalised rewards are clipped to +-this", bound=above(0))
+    d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)",
+      bound=one_of("adam", "rmsprop"))
+    d("rmsprop_alpha", 0.99, "RMSprop's smoothing constant (optimizer=rmsprop)", bound=between(0, 1, high_open=True))
     # asynchronous collection (num_workers > 0): the policy lag and its corrections
     d("vtrace", False, "advantages and value targets by V-trace (Espeholt et al. 2018) against the learner's current "
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
-    d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets")
-    d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace")
+    d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets", bound=above(0))
+    d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace", bound=above(0))
     d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage (seed B's "
-      "c_const)")
+      "c_const)", bound=above(0))
     # seed B's V-trace agent (agent=impala, REFERENCE 5.1-5.4): sequence replay, CLEAR, LASER
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]',
       "impala: seed B's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, standard: uniform "
       "with replacement, custom: elite/attentive sampling, elite insertion) with sample_ratios summing to 1; the "
       "default is seed B's 'no replay'")
     d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
-      "10 x batch_rollouts) sequences")
+      "10 x batch_rollouts) sequences", bound=between(0, 1))
     d("lr_end_value", 0.0, "impala with lr_decay: the rate decays linearly (polynomial, power 1) to this over "
-      "lr_scheduler_steps batches")
+      "lr_scheduler_steps batches", bound=at_least(0))
     d("lr_scheduler_steps", 10000, "impala: batches over which lr decays (lr_decay) and elite sampling's lambda "
-      "anneals (with alfa_annealing_factor)")
+      "anneals (with alfa_annealing_factor)", bound=at_least(1))
     d("clear_policy_coef", 0.0, "impala: CLEAR's policy cloning, + this x mean KL(pi || mu) (Rolnick et al. 2019: "
-      "0.05)")
-    d("clear_value_coef", 0.0, "impala: CLEAR's value cloning, + this x ||V_mu - V||_2 / batch elements (0.005)")
+      "0.05)", bound=at_least(0))
+    d("clear_value_coef", 0.0, "impala: CLEAR's value cloning, + this x ||V_mu - V||_2 / batch elements (0.005)",
+      bound=at_least(0))
     d("laser_kl_threshold", 0.0, "impala: LASER's trust-region mask, steps with KL(pi || mu) >= this leave the "
-      "V-trace targets and the loss (Schmitt et al. 2019: 0.3; 0 = off)")
+      "V-trace targets and the loss (Schmitt et al. 2019: 0.3; 0 = off)", bound=at_least(0))
     d("replay_caching", False, "impala: prepare the next replayed batch in a background thread while the learner "
       "steps (seed B's caching)")
     # elite experience replay (seed B, REFERENCE 5.4): per-step feature vectors from the model
@@ -73,9 +79,10 @@ def on_policy() -> HParams:
       "through the scaling layer if feature_scaling_layer")
     d("feature_scaling_layer", True, "features through seed B's untrained Linear(torso width -> feature_size) "
       "(False: the torso's activation itself, its width)")
-    d("feature_size", 512, "width of the feature vectors with feature_scaling_layer (seed B's feature_out_layer_size)")
+    d("feature_size", 512, "width of the feature vectors with feature_scaling_layer (seed B's feature_out_layer_size)",
+      bound=at_least(0))
     d("batch_rollouts", 0, "with workers: env trajectories of num_steps in one learner update (0: num_workers x "
-      "worker envs)")
+      "worker envs)", bound=at_least(0))
     hp.activation = "tanh"
     hp.max_grad_norm = 0.5
     hp.adam_eps = 1e-5

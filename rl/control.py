@@ -68,11 +68,11 @@ def parse_request(hp, text: str) -> dict:
         if key not in allowed:
             raise ConfigError(f"--control: {key} cannot change while this run goes on; settings that can: "
                               f"{', '.join(allowed)}")
-        typed.parse(part)
+        try:
+            typed.parse(part)  # typed and bounded as the setting's definition says (rl/hparams.py)
+        except ConfigError as exc:
+            raise ConfigError(f"--control: {exc}") from None
         settings[key] = getattr(typed, key)
-    for key in ("eval_episodes", "log_interval"):
-        if key in settings and settings[key] <= 0:
-            raise ConfigError(f"--control: {key} must be positive, got {settings[key]}")
     return {"command": "set", "settings": settings}
 
 

@@ -2,7 +2,10 @@
 
 Sets (in `hparams/`) are functions that build a fresh HParams: `base()` defines every common setting, a family adds
 its own with `define`, and a derived set calls its parent and assigns. Reading or assigning an unknown key is an
-error naming the close matches; an assigned value must have the type of the default (ints widen to floats).
+error naming the close matches; an assigned value must have the type of the default (ints widen to floats) and
+lie within the setting's bound, if `define` gave one (`bound=above(0)`, `between(0, 1)`, `one_of(...)`, `where(...)`).
+Every way a value arrives (a set, `--hparam_override`, `--control`, a resumed hparams.json, a search's choice) passes
+that one check, which refuses in one line naming the setting, the value and the bound.
 Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value.
 `resolve_hparams` builds a run's settings from the CLI's arguments (set, saved run, overrides, flags).
 """
@@ -10,7 +13,10 @@ Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type
 from __future__ import annotations
 
 import json
+import math
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,76 @@ def _type_name(t: type) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str", list: "list"}[t]
 
 
+# ---------------------------------------------------------------------------------------------------- bounds
+@dataclass(frozen=True)
+class Range:
+    """A numeric interval, each end open or closed or absent: `above(0)` is "> 0", `between(0, 1)` "in [0, 1]"."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, value: Any) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        if self.low is None and self.high is None:
+            return "a finite number"
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+@dataclass(frozen=True)
+class Where:
+    """Any other rule: `test(value)` must be true; `text` says what it asks and why ("-1 or in [0, 1]")."""
+
+    test: Callable[[Any], bool]
+    text: str
+
+    def holds(self, value: Any) -> bool:
+        return bool(self.test(value))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def above(low: float) -> Range:
+    return Range(low=low, low_open=True)
+
+
+def at_least(low: float) -> Range:
+    return Range(low=low)
+
+
+def between(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Range:
+    return Range(low, high, low_open, high_open)
+
+
+def where(test: Callable[[Any], bool], text: str) -> Where:
+    return Where(test, text)
+
+
+def one_of(*values: Any) -> Where:
+    return Where(lambda v: v in values, f"one of {', '.join(map(str, values))}")
+
+
+def each(bound: Range | Where) -> Where:
+    """A list setting whose every item keeps `bound`."""
+    return Where(lambda items: all(bound.holds(v) for v in items), f"a list whose items are each {bound}")
+
+
+PROBABILITY = between(0, 1)
+FINITE = Range()  # any real number: not nan or inf
+
+
 class HParams:
     """Closed settings: `define` adds one, attribute access reads and (type-checked) assigns it."""
 
@@ -31,10 +107,13 @@ class HParams:
         object.__setattr__(self, "_values", {})
         object.__setattr__(self, "_types", {})  # name -> (type, element type for lists)
         object.__setattr__(self, "_docs", {})
+        object.__setattr__(self, "_bounds", {})  # name -> Range or Where, for the settings defined with one
 
     # ------------------------------------------------------------------ definition and access
-    def define(self, name: str, default: Any, doc: str, elem: type | None = None) -> None:
-        """Add a setting; `elem` is the element type of a list setting whose default is empty."""
+    def define(self, name: str, default: Any, doc: str, elem: type | None = None,
+               bound: Range | Where | None = None) -> None:
+        """Add a setting; `elem` is the element type of a list setting whose default is empty; `bound` the values it
+        may take (every assignment is checked against it)."""
         if name in self._values:
             raise ConfigError(f"setting {name!r} is defined twice")
         kind = type(default)
@@ -44,6 +123,8 @@ class HParams:
             elem = elem or (type(default[0]) if default else str)
         self._types[name] = (kind, elem)
         self._docs[name] = doc
+        if bound is not None:
+            self._bounds[name] = bound
         self._values[name] = self._check(name, default)
 
     def __getattr__(self, name: str) -> Any:
@@ -73,6 +154,9 @@ class HParams:
             raise ConfigError(
                 f"setting {name!r} must be a {_type_name(kind)}, got {value!r} ({type(value).__name__})"
             )
+        bound = self._bounds.get(name)
+        if bound is not None and not bound.holds(value):
+            raise ConfigError(f"setting {name!r} must be {bound}, got {value!r}")
         return value
 
     def _check_elem(self, name: str, v: Any, elem: type) -> Any:
@@ -112,13 +196,17 @@ class HParams:
     def doc(self, name: str) -> str:
         return self._docs[name]
 
+    def bound(self, name: str) -> Range | Where | None:
+        """The values `name` may take (None: any of its type)."""
+        return self._bounds.get(name)
+
     def describe(self) -> str:
         width = max(map(len, self._values))
         return "\n".join(f"  {k:<{width}} = {self._values[k]!r:<24} # {self._docs[k]}" for k in sorted(self._values))
 
     def copy(self) -> HParams:
         new = HParams()
-        for d in ("_values", "_types", "_docs"):
+        for d in ("_values", "_types", "_docs", "_bounds"):
             object.__setattr__(new, d, dict(getattr(self, d)))
         return new
 
@@ -223,11 +311,20 @@ def resolve_hparams(args, output_dir: Path) -> HParams:
             raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
                               f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
                               f"Use another --output_dir")
-        hp.update({k: v for k, v in saved_values.items() if k not in MACHINE_SETTINGS})
+        try:
+            hp.update({k: v for k, v in saved_values.items() if k not in MACHINE_SETTINGS})
+        except ConfigError as exc:
+            raise ConfigError(f"{saved_path}: {exc}; fix or delete it, or use another --output_dir") from None
     if args.hparam_override:
-        hp.parse(args.hparam_override)
+        try:
+            hp.parse(args.hparam_override)
+        except ConfigError as exc:
+            raise ConfigError(f"--hparam_override: {exc}") from None
     if saved_path.exists():
-        _keep_control_changes(hp, saved, args.hparam_override)
+        try:
+            _keep_control_changes(hp, saved, args.hparam_override)
+        except ConfigError as exc:
+            raise ConfigError(f"{saved_path} (a --control change): {exc}; fix or delete it") from None
     for name in FLAG_SETTINGS:
         value = getattr(args, name, None)
         if value is not None:

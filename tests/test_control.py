@@ -134,7 +134,7 @@ def test_what_can_change_depends_on_where_it_is_computed():
     assert "lr" not in dppo and "eval_interval" in dppo  # the ranks would step with different rates
     assert parse_request(hp_of("ppo_cartpole"), "lr=1e-4, ent_coef=0.01") == {
         "command": "set", "settings": {"lr": 1e-4, "ent_coef": 0.01}}
-    with pytest.raises(ConfigError, match="eval_episodes must be positive"):
+    with pytest.raises(ConfigError, match="'eval_episodes' must be >= 1, got 0"):
         parse_request(hp_of("ppo_cartpole"), "eval_episodes=0")
 
 

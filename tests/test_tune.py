@@ -89,7 +89,7 @@ def test_each_distribution_samples_values_of_its_setting():
     ("batch_size=choice(64,64)", "lists 64 more than once"),
     ("lr=0.1", "is not name=distribution(...)"),
     ("lr=uniform(0,1", "unbalanced brackets"),
-    ("lr=uniform(0,1),lr=loguniform(1e-4,1)", "names 'lr' twice"),
+    ("lr=uniform(0.1,1),lr=loguniform(1e-4,1)", "names 'lr' twice"),
     ("", "--tune needs --tune_space"),
 ])
 def test_a_bad_space_is_one_line(space, words):
@@ -128,9 +128,9 @@ def test_a_search_refuses_what_it_cannot_search_in_one_line(tmp_path):
     res = cli(*base, "--tune_space", "lr=uniform(1,0)")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "the range is reversed" in res.stderr, res.stderr
     for extra, words in [
-        (["--tune_space", "lr=uniform(0,1)", "--hparam_override", "lr=0.1"], "in both --tune_space and"),
-        (["--tune_space", "lr=uniform(0,1)", "--tune_jobs", "-1"], "--tune_jobs must be"),
-        (["--tune_space", "lr=uniform(0,1)", "--training", "False"], "--tune trains its trials"),
+        (["--tune_space", "lr=uniform(0.1,1)", "--hparam_override", "lr=0.1"], "in both --tune_space and"),
+        (["--tune_space", "lr=uniform(0.1,1)", "--tune_jobs", "-1"], "--tune_jobs must be"),
+        (["--tune_space", "lr=uniform(0.1,1)", "--training", "False"], "--tune trains its trials"),
     ]:
         with pytest.raises(ConfigError, match=words.replace("-", "\\-")):
             search(args_of(base + extra))

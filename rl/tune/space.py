@@ -5,7 +5,8 @@
 A distribution must fit the setting's type (rl/hparams.py): uniform and loguniform take float settings, intuniform
 int settings, choice any setting (its values are parsed as an override of that setting would be, lists included).
 Every mistake is one ConfigError line: an unknown setting or distribution (naming close matches), a distribution
-the type cannot take, an empty or reversed range, loguniform with low <= 0, malformed text.
+the type cannot take, an empty or reversed range, loguniform with low <= 0, a range or a choice reaching outside the
+setting's bound (rl/hparams.py: `lr=uniform(0,0.1)` is refused, since lr must be > 0), malformed text.
 
 A trial's values go into its run as `--hparam_override` text (`override`). Floats are written with `repr`, the
 shortest text that `float()` reads back to the same number, so the printed string reproduces the trial exactly.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rl.errors import ConfigError
-from rl.hparams import HParams, split_top_level
+from rl.hparams import HParams, Range, split_top_level
 from rl.registry import closest
 
 RANGES = ("uniform", "loguniform", "intuniform")
@@ -114,7 +115,26 @@ def _parse_item(item: str, hp: HParams) -> Param:
     setting = type(settings[name])
     if kind == "choice":
         return _choice(item, name, raw, hp)
-    return _range(item, name, kind, raw, setting)
+    param = _range(item, name, kind, raw, setting)
+    _check_bound(item, param, hp.bound(name))
+    return param
+
+
+def _check_bound(item: str, param: Param, bound) -> None:
+    """Every value the range can draw must be a value the setting may take (rl/hparams.py): a range bound holds for
+    the whole range when it holds at both ends; any other rule is tried at both ends and 999 points between."""
+    if bound is None:
+        return
+    if isinstance(bound, Range):
+        points = [param.low, param.high]
+    elif param.kind == "intuniform":
+        points = range(int(param.low), int(param.high) + 1, max(1, int(param.high - param.low) // 1000))
+    else:
+        points = [param.low + (param.high - param.low) * i / 1000 for i in range(1001)]
+    for value in points:
+        if not bound.holds(int(value) if param.kind == "intuniform" else float(value)):
+            raise ConfigError(f"--tune_space {item!r}: setting {param.name!r} must be {bound}, and this range "
+                              f"reaches {value:g}")
 
 
 def _choice(item: str, name: str, raw: list[str], hp: HParams) -> Param:
