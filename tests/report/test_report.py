@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from scipy.stats import trim_mean
 
 from rl.errors import ConfigError
@@ -286,3 +287,162 @@ def test_train_copies_writes_the_report(tmp_path, train_cli):
     summary = json.loads((out / "report" / "summary.json").read_text())
     assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
     assert (out / "report" / "index.html").is_file() and (out / "report" / "curves_cartpole-v1.png").is_file()
+
+
+def _panel(fig, row: int, col: int):
+    return fig.axes[2 * row + col]  # curves_figure's panels: eval/steps, eval/wall time, train/steps, train/wall time
+
+
+def _draw_curves(summary: dict, lines, drawn: dict):
+    from rl.report import plots
+
+    return plots.curves_figure("env", [{"label": ln.label, "colour": "C0", **drawn[ln.label]} for ln in lines],
+                               "training return", [(500.0, "reference 500")])
+
+
+def test_a_single_evaluation_run_draws_its_interval(tmp_path):
+    """One evaluation per copy (the final one, eval_interval >= train_steps): the band is a single point, so it is
+    drawn as an error bar spanning the interval that summary.json holds, on both evaluation panels."""
+    for i, value in enumerate([100.0, 200.0, 400.0]):
+        make_run(tmp_path / f"copy_{i}", seed=i, final=value, evals={100: value}, train={50: 1.0, 100: 2.0})
+    summary, lines, drawn = compute(read_runs([tmp_path])[0], reps=300)
+    curve = summary["lines"][0]["curves"]["eval/env_steps"]
+    assert curve["x"] == [100] and curve["low"][0] < curve["mean"][0] < curve["high"][0]
+    fig = _draw_curves(summary, lines, drawn)
+    for col, key in ((0, "eval/env_steps"), (1, "eval/wall_time_s")):
+        (bars,) = _panel(fig, 0, col).containers  # matplotlib's ErrorbarContainer
+        ((low, high),) = [seg for seg in bars.lines[2][0].get_segments()]
+        band = summary["lines"][0]["curves"][key]
+        assert (low[1], high[1]) == pytest.approx((band["low"][0], band["high"][0]))
+
+
+def test_a_panel_without_data_says_so(tmp_path):
+    """Only training scores (and a reference line on the evaluation panels, which alone made matplotlib's
+    has_data() true): both evaluation panels carry the note, the training panels do not."""
+    make_run(tmp_path / "r", train={10: 1.0, 20: 2.0})
+    summary, lines, drawn = compute(read_runs([tmp_path / "r"])[0], reps=100)
+    fig = _draw_curves(summary, lines, drawn)
+    notes = [[t.get_text() for t in _panel(fig, row, col).texts if t.get_text().startswith("no data")]
+             for row in (0, 1) for col in (0, 1)]
+    assert notes == [["no data: no evaluation logged yet"]] * 2 + [[], []]
+
+
+def test_probability_of_improvement_equals_rliables(tmp_path):
+    from rliable import metrics
+
+    from rl.report.stats import probabilities_of_improvement
+
+    x, y = np.array([[1.0], [2.0], [3.0]]), np.array([[0.0], [2.0], [4.0], [5.0]])
+    (pair,) = probabilities_of_improvement({"x": x, "y": y}, reps=300)
+    assert (pair["x"], pair["y"]) == ("x", "y")
+    # of the 12 pairs of runs x wins 4 and ties 1: 4.5 / 12
+    assert pair["value"] == metrics.probability_of_improvement(x, y) == 0.375
+    assert 0 <= pair["low"] <= 0.375 <= pair["high"] <= 1
+    copies(tmp_path / "a", [1.0, 2.0, 3.0])
+    copies(tmp_path / "b", [0.0, 2.0, 4.0, 5.0], set_name="a2c_cartpole")
+    copies(tmp_path / "c", [9.0, 9.5], set_name="dqn_cartpole")
+    summary = write_report([tmp_path], tmp_path / "out", quiet=True, reps=300)
+    pairs = {(p["x"], p["y"]): p["value"] for p in summary["aggregates"][0]["probability_of_improvement"]}
+    assert pairs == {("ppo_cartpole", "a2c_cartpole"): 0.375, ("ppo_cartpole", "dqn_cartpole"): 0.0,
+                     ("a2c_cartpole", "dqn_cartpole"): 0.0}
+    assert "P(X &gt; Y)" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_a_damaged_eval_json_is_one_line_and_exit_2(tmp_path, capsys):
+    make_run(tmp_path / "ok", final=500.0, evals={100: 500.0})
+    bad = make_run(tmp_path / "bad", final=400.0)
+    (bad / "eval.json").write_text('{"mean_ret')  # cut off
+    assert report_main([str(tmp_path), "--output", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert captured.err.startswith(f"error: {bad / 'eval.json'} is not valid JSON")
+    assert not (tmp_path / "out" / "index.html").exists()
+
+
+def test_lines_of_different_budgets_are_compared_at_the_smallest(tmp_path):
+    """A 100-step line and a 200-step one: the aggregates take every run's latest evaluation at step 100 (the
+    longer line's at 100, not its final at 200), and a note says so; the lines table keeps the final scores."""
+    for i in range(2):
+        make_run(tmp_path / "short" / f"copy_{i}", seed=i, final=10.0 + i, evals={50: 1.0, 100: 10.0 + i})
+        make_run(tmp_path / "long" / f"copy_{i}", seed=i, train_steps=200, final=90.0 + i,
+                 evals={60: 5.0 + i, 150: 50.0, 200: 90.0 + i})
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    (space,) = summary["aggregates"]
+    assert space["step"] == 100 and "at step 100" in space["title"]
+    assert space["methods"]["ppo_cartpole train_steps=100"]["mean"]["value"] == 10.5
+    assert space["methods"]["ppo_cartpole train_steps=200"]["mean"]["value"] == 5.5  # its evaluations at 60
+    assert any("different budgets" in n and "step 100" in n for n in summary["notes"])
+    assert line_of(summary, "ppo_cartpole train_steps=200")["final_mean"] == 90.5
+
+
+def test_the_same_budget_compares_final_scores_without_a_note(tmp_path):
+    copies(tmp_path / "a", [1.0, 2.0])
+    copies(tmp_path / "b", [3.0, 4.0], lr=3e-4)
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    assert summary["aggregates"][0]["step"] is None and not any("budget" in n for n in summary["notes"])
+
+
+def test_control_changes_and_copy_ends_are_marked(tmp_path):
+    """hparams.json's --control record becomes a dotted line at its step (and its wall time) on the curves; copies
+    that end at different wall times get an x each and a note that the mean stops at the fastest."""
+    run = make_run(tmp_path / "copy_0", evals={40: 1.0, 100: 2.0}, train={40: 1.0, 80: 2.0, 100: 3.0}, final=2.0)
+    record = json.loads((run / "hparams.json").read_text())
+    record["control"] = [{"step": 80, "settings": {"lr": 1e-4}}]
+    (run / "hparams.json").write_text(json.dumps(record))
+    make_run(tmp_path / "copy_1", seed=1, evals={40: 1.0, 120: 2.0}, train={40: 1.0, 120: 3.0}, final=2.0)
+    summary, lines, drawn = compute(read_runs([tmp_path])[0], reps=100)
+    (mark,) = summary["lines"][0]["control"]
+    assert (mark["step"], mark["wall_time_s"], mark["text"]) == (80, 8.0, "lr=0.0001")  # make_run: wall = step / 10
+    assert any("the mean stops at 10 s" in n and "others at 12 s" in n for n in summary["notes"])
+    fig = _draw_curves(summary, lines, drawn)
+    for col, where in ((0, 80), (1, 8.0)):
+        ax = _panel(fig, 1, col)
+        dotted = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+        assert [ln.get_xdata()[0] for ln in dotted] == [where]
+        assert "lr=0.0001" in [t.get_text() for t in ax.texts]
+    ends = [ln for ln in _panel(fig, 1, 1).lines if ln.get_marker() == "x"]
+    assert sorted(ln.get_xdata()[0] for ln in ends) == [10.0, 12.0]
+
+
+def test_long_labels_stay_inside_the_figure(tmp_path):
+    """A search's labels carry settings: the legend is wrapped under the panels and every label fits the figure."""
+    for i in range(4):
+        make_run(tmp_path / f"trial_{i}", final=float(i), evals={100: float(i)}, lr=10.0 ** -i,
+                 exploration_fraction_with_a_long_name=0.1 * i, another_setting_that_makes_the_label_long=i,
+                 **{f"setting_number_{j}_of_a_search_space": i * j for j in range(4)})
+    summary, lines, drawn = compute(read_runs([tmp_path])[0], reps=100)
+    fig = _draw_curves(summary, lines, drawn)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    (legend,) = fig.legends
+    box, figure_box = legend.get_window_extent(renderer), fig.bbox
+    assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1 and figure_box.y0 <= box.y0
+    assert len(legend.get_texts()) == 4 and all(t.get_text()[0] in "1234" for t in legend.get_texts())
+    assert len(summary["lines"][0]["label"]) > 200  # longer than the figure is wide
+
+
+def test_the_runs_table_as_csv(tmp_path):
+    copies(tmp_path / "ppo", [480.0, 500.0])
+    write_report([tmp_path / "ppo"], tmp_path / "out", quiet=True, reps=200)
+    with open(tmp_path / "out" / "runs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["name"], float(r["final_score"]), r["reference_source"]) for r in rows] == [
+        ("ppo/copy_0", 480.0, "zoo"), ("ppo/copy_1", 500.0, "zoo")]
+
+
+def test_copies_write_tensorboards_hparams_view(tmp_path):
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from rl.logger import log_final_hparams
+
+    run = make_run(tmp_path / "copy_0", final=480.0, lr=3e-4, net_arch=[64, 64])
+    log_final_hparams(run, {"final_return_mean": 480.0})
+    events = EventMultiplexer()
+    events.AddRunsFromDirectory(str(tmp_path))
+    events.Reload()
+    content = events.PluginRunToTagToContent("hparams")["copy_0"]
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    assert start.hparams["lr"].number_value == 3e-4 and start.hparams["net_arch"].string_value == "[64, 64]"
+    assert start.hparams["hparams_set"].string_value == "ppo_cartpole"
+    assert [e.value for e in events.Scalars("copy_0", "hparams/final_return_mean")] == [480.0]
