@@ -140,11 +140,30 @@ def send(output_dir: Path, text: str, timeout_s: float = 60.0) -> None:
 
 
 def recorded_changes(record: dict) -> dict:
-    """The settings changed by --control in a run record (hparams.json), latest value of each."""
+    """The settings changed by --control in a run record (hparams.json) and still in effect, latest value of each."""
     changes: dict = {}
     for entry in record.get("control", []):
-        changes.update(entry.get("settings", {}))
+        overridden = entry.get("overridden", ())
+        changes.update({k: v for k, v in entry.get("settings", {}).items() if k not in overridden})
     return changes
+
+
+def carry_changes(output_dir: Path, old_record: dict, now: dict) -> list[dict]:
+    """The `control` list for the record of a resumed run whose settings are now `now`: every change ever made, kept
+    in order; a setting whose latest change no longer holds (a --hparam_override typed at resume replaced it) is
+    named in that entry's `overridden`, which resuming skips, and the replacement is noted in control.log."""
+    entries = [dict(e) for e in old_record.get("control", []) if isinstance(e, dict)]
+    latest = {key: i for i, e in enumerate(entries) for key in e.get("settings", {})}
+    for key, i in latest.items():
+        entry = entries[i]
+        if key not in entry.get("overridden", ()) and now.get(key) != entry["settings"][key]:
+            entry["overridden"] = [*entry.get("overridden", ()), key]
+            folder = Path(output_dir) / CONTROL_DIR
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / "control.log", "a") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} resumed with {key} {now.get(key)}: it replaces the "
+                        f"change to {entry['settings'][key]} made at step {entry.get('step')}\n")
+    return entries
 
 
 class Channel:
@@ -204,6 +223,15 @@ def record_change(output_dir: Path, step: int, settings: dict) -> None:
     _write_json(path, record)
 
 
+def _change_text(key: str, before, after, was, now) -> str:
+    """`lr 0.001 -> 0.0001`, and where a schedule makes the value in use differ from the setting, that value before
+    and after: `lr 0.001 -> 0.0001 (in effect 0.000219 -> 2.19e-05)`."""
+    text = f"{key} {before} -> {after}"
+    if (was, now) != (before, after):
+        text += f" (in effect {was:.6g} -> {now:.6g})"
+    return text
+
+
 class Controller:
     """Applies the requests a `Channel` finds, between updates of the training loop in rl/run.py. `evaluate` and
     `checkpoint` are the loop's own functions; `hp` is the loop's settings, the agent holds its own copy (the
@@ -245,16 +273,19 @@ class Controller:
         if refused:
             raise ConfigError(f"{', '.join(refused)} cannot change in this run; settings that can: "
                               f"{', '.join(allowed)}")
+        self.hp.copy().update(settings)  # typed and bounded by HParams: a bad value is refused before any change
         before = {k: getattr(self.hp, k) for k in settings}
-        for key, value in settings.items():
-            setattr(self.hp, key, value)  # typed by HParams: a wrong type is refused here
         agent_part = {k: v for k, v in settings.items() if k not in RUN_SETTINGS}
+        was = self.agent.in_effect(list(agent_part))
+        self.hp.update(settings)
         if agent_part:
             self.agent.change_settings(agent_part)
+        now = self.agent.in_effect(list(agent_part))
         self.changes.update(settings)
         record_change(self.output_dir, step, settings)
         self.log(step, {f"control/{k}": float(v) for k, v in settings.items()})
-        return "control: at step {}: {}".format(step, ", ".join(f"{k} {before[k]} -> {v}" for k, v in settings.items()))
+        return f"control: at step {step}: " + ", ".join(
+            _change_text(k, before[k], v, was.get(k, before[k]), now.get(k, v)) for k, v in settings.items())
 
     def close(self) -> None:
         self.channel.close()

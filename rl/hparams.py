@@ -281,11 +281,14 @@ def _override_values(text: str) -> dict[str, str]:
 
 def _keep_control_changes(hp: HParams, saved: dict, override: str) -> None:
     """A resumed run keeps the settings `train.py --control` changed while it ran (rl/control.py), over the
-    --hparam_override it was started with; a setting this command's override gives a new value wins."""
+    --hparam_override it was started with; a setting this command's override gives a new value wins (and the record
+    marks that change `overridden`, rl/control.py `carry_changes`)."""
     started_with = _override_values(saved.get("flags", {}).get("hparam_override", ""))
     typed_now = _override_values(override)
     for entry in saved.get("control", []):
         for key, value in entry.get("settings", {}).items():
+            if key in entry.get("overridden", ()):  # a --hparam_override at an earlier resume replaced it
+                continue
             if key in typed_now and typed_now[key].strip() != started_with.get(key, "").strip():
                 continue
             setattr(hp, key, value)

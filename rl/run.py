@@ -17,7 +17,7 @@ import numpy as np
 
 from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot  # noqa: F401
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
-from rl.control import Controller
+from rl.control import Controller, carry_changes
 from rl.copies import run_copies
 from rl.errors import ConfigError
 from rl.evaluation import evaluate, has_display, record_videos, summarize, test  # noqa: F401
@@ -162,17 +162,16 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
 
 
 def write_run_record(hp, args, output_dir: Path) -> None:
-    """hparams.json: the set, the settings in effect and the flags; the --control changes still in effect are kept
-    (a resumed run applies them over the flags' --hparam_override, rl/hparams.py)."""
+    """hparams.json: the set, the settings in effect and the flags; every --control change is kept, those a new
+    --hparam_override replaced marked `overridden` (a resumed run applies the others over the flags'
+    --hparam_override, rl/hparams.py)."""
     record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
               "flags": {k: v for k, v in vars(args).items() if k != "func"}}
     path = output_dir / "hparams.json"
     if path.exists():
-        now = record["hparams"]
-        kept = [{**entry, "settings": {k: v for k, v in entry.get("settings", {}).items() if now.get(k) == v}}
-                for entry in json.loads(path.read_text()).get("control", [])]
-        if any(entry["settings"] for entry in kept):
-            record["control"] = [entry for entry in kept if entry["settings"]]
+        changes = carry_changes(output_dir, json.loads(path.read_text()), record["hparams"])
+        if changes:
+            record["control"] = changes
     tmp = output_dir / ".hparams.json.tmp"
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
     os.replace(tmp, output_dir / "hparams.json")

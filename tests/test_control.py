@@ -154,12 +154,18 @@ def test_resume_keeps_control_changes_over_the_original_override_but_not_over_a_
     assert json.loads((tmp_path / "hparams.json").read_text())["control"][0]["settings"] == {
         "lr": 2e-4, "ent_coef": 0.0}
 
-    args.hparam_override = "lr=1e-3,ent_coef=0.01"  # lr typed anew: it wins, and the record drops the old change
+    args.hparam_override = "lr=1e-3,ent_coef=0.01"  # lr typed anew: it wins; the record keeps the change, overridden
     new = resolve_hparams(args, tmp_path)
     assert (new.lr, new.ent_coef) == (1e-3, 0.0)
     write_run_record(new, args, tmp_path)
-    assert json.loads((tmp_path / "hparams.json").read_text())["control"][0]["settings"] == {"ent_coef": 0.0}
-    assert resolve_hparams(args, tmp_path).lr == 1e-3  # and stays the user's choice on the next resume
+    record = json.loads((tmp_path / "hparams.json").read_text())
+    assert record["control"] == [{"step": 100, "settings": {"lr": 2e-4, "ent_coef": 0.0}, "overridden": ["lr"]}]
+    assert "resumed with lr 0.001: it replaces the change to 0.0002 made at step 100" in (
+        tmp_path / "control" / "control.log").read_text()
+    again = resolve_hparams(args, tmp_path)
+    assert (again.lr, again.ent_coef) == (1e-3, 0.0)  # and stays the user's choice on the next resume
+    write_run_record(again, args, tmp_path)
+    assert json.loads((tmp_path / "hparams.json").read_text())["control"] == record["control"]  # marked once
 
 
 def build(name: str, overrides: str = ""):
@@ -182,3 +188,41 @@ def test_change_settings_reaches_the_optimizers_and_refuses_the_rest():
     assert {name: opt.lr for name, opt in sac.optimizers().items()} == {name: 2e-5 for name in sac.optimizers()}
     with pytest.raises(ConfigError, match="gamma cannot change"):
         build("ppo_cartpole").change_settings({"gamma": 0.5})
+
+
+def test_a_control_message_gives_the_rates_in_effect_before_and_after_under_decay(tmp_path):
+    """ppo_cartpole decays lr and clip_range linearly to 0: the message's values in effect are the optimizer's rate
+    and the loss's clip at the step of the change, under the old base and the new one, and the next update steps on
+    from the new base."""
+    import re
+
+    from rl.control import Controller
+    from rl.trainer import make_trainer, prepare
+
+    hp = hp_of("ppo_cartpole", "train_steps=4096")
+    env, agent, stats = prepare(hp, tmp_path)
+    trainer = make_trainer(hp, env, agent, stats, seed=0)
+    try:
+        while agent.updates < 4:
+            trainer.step()
+        step, rate, clip = agent.env_steps, agent.optimizer.lr, agent.in_effect(["clip_range"])["clip_range"]
+        assert rate == pytest.approx(1e-3 * (1 - step / 4096), rel=1e-6) and rate < 0.9e-3  # decayed by this step
+        controller = Controller(tmp_path, hp, agent, log=lambda *a: None, evaluate=None, checkpoint=None)
+        (tmp_path / "control" / "1-1.request.json").write_text(json.dumps(
+            {"command": "set", "settings": {"lr": 1e-4, "clip_range": 0.1}}))
+        controller.poll()
+        controller.close()
+        message = json.loads((tmp_path / "control" / "1-1.answer.json").read_text())["message"]
+        found = re.search(r"lr 0.001 -> 0.0001 \(in effect (\S+) -> (\S+)\), clip_range 0.2 -> 0.1 "
+                          r"\(in effect (\S+) -> (\S+)\)", message)
+        assert found, message
+        was, now, clip_was, clip_now = (float(x) for x in found.groups())
+        assert was == pytest.approx(rate, rel=1e-5) and clip_was == pytest.approx(clip, rel=1e-5)
+        assert now == pytest.approx(agent.optimizer.lr, rel=1e-5) == pytest.approx(1e-4 * (1 - step / 4096))
+        assert clip_now == pytest.approx(0.1 * (1 - step / 4096), rel=1e-5)
+        while agent.updates < 5:
+            trainer.step()
+        assert agent.optimizer.lr == pytest.approx(1e-4 * (1 - agent.env_steps / 4096), rel=1e-6)
+    finally:
+        trainer.close()
+        env.close()

@@ -121,6 +121,11 @@ class Agent(abc.ABC):
     def settings_changed(self, values: dict) -> None:  # noqa: B027 - optional hook
         """Push changed settings into the parts built from them (an optimizer's learning rate)."""
 
+    def in_effect(self, keys) -> dict:
+        """The values `keys` have where they are used now: a scheduled rate is the optimizer's, not its base (an
+        agent with a schedule overrides this); --control prints them before and after a change."""
+        return {k: getattr(self.hp, k) for k in keys}
+
     def state_dict(self, include_memory: bool = True) -> dict:
         """Everything needed to continue exactly: weights, optimizers, counters, statistics, RNG, memory."""
         state = {"networks": {k: m.state_dict() for k, m in self.networks().items()},

@@ -177,6 +177,10 @@ class ImpalaAgent(OnPolicyAgent):
         self.memory.reset()
         return info
 
+    def settings_changed(self, values: dict) -> None:
+        if "lr" in values:  # its own schedule (below), in effect from now
+            self.optimizer.lr = self._lr()
+
     def _lr(self) -> float:
         """Seed B's polynomial (power 1) decay from lr to lr_end_value over lr_scheduler_steps batches."""
         hp = self.hp

@@ -142,6 +142,16 @@ class OnPolicyAgent(Agent):
         return (hp.lr * (remaining if hp.lr_decay else 1.0),
                 hp.clip_range * (remaining if hp.clip_decay else 1.0))
 
+    def settings_changed(self, values: dict) -> None:
+        """A new base rate or clip takes effect now, at the schedule's point for this step (the next update
+        recomputes both at its own step)."""
+        if "lr" in values or "clip_range" in values:
+            self.optimizer.lr, self._clip = self._schedule()
+
+    def in_effect(self, keys) -> dict:
+        now = {"lr": self.optimizer.lr, "clip_range": self._clip}
+        return {k: now[k] if k in now else getattr(self.hp, k) for k in keys}
+
     def _forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None):
         """The model's step, under bf16 autocast with `precision=bf16`; outputs in fp32 for the policy and loss."""
         with self.autocast():
