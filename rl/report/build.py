@@ -106,6 +106,7 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     lines = group_lines(runs)
     notes: list[str] = []
     run_rows, line_rows, drawn = [], [], {}
+    single: list[str] = []  # the numbers of the lines of one run
     for number, line in enumerate(lines, 1):
         counted = counted_runs(line)
         rows = [_run_summary(run, line, run in counted) for run in line.runs]
@@ -136,7 +137,10 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
                          f"and scores, which are of its {len(counted)} finished one(s); the runs table has their "
                          f"latest evaluation")
         if len(line.runs) == 1:
-            notes.append(f"{line.label}: one run, so no band and a zero-width interval (use --copies N)")
+            single.append(str(number))
+    if single:
+        notes.append(f"line{'s' if len(single) > 1 else ''} {', '.join(single)} (numbered as in the Lines table): "
+                     f"one run each, so no band and a zero-width interval (use --copies N)")
     spaces = []
     for env in dict.fromkeys(line.env for line in lines):  # per game, on raw final scores
         members = [line for line in lines if line.env == env]

@@ -23,6 +23,10 @@ td.nowrap { white-space: nowrap; } .scroll { overflow-x: auto; }
 """
 
 
+MAX_PAIRS = 45  # the pairs of 10 lines: beyond that the page shows those among the best MAX_PAIR_LINES
+MAX_PAIR_LINES = 10
+
+
 def esc(value) -> str:
     return html.escape("" if value is None else str(value))
 
@@ -169,10 +173,15 @@ def aggregates_section(summary: dict) -> str:
         header = ["method", "runs", "IQM [95% CI]", f"{space['median']} [95% CI]", "mean [95% CI]"] + (
             ["games"] if space["games"] else [])
         parts.append(f"<h3>{esc(space['title'])}</h3>" + table(header, rows, {1, 2, 3, 4}))
-        pairs = space["probability_of_improvement"]
+        pairs, shown_pairs = space["probability_of_improvement"], ""
+        if len(pairs) > MAX_PAIRS:  # a search's hundreds of pairs: those among its best lines
+            best = sorted(space["methods"], key=lambda m: -space["methods"][m]["IQM"]["value"])[:MAX_PAIR_LINES]
+            shown_pairs = (f"<p class=muted>{len(pairs)} pairs (all in summary.json); shown: those among the "
+                           f"{MAX_PAIR_LINES} with the best IQM.</p>")
+            pairs = [p for p in pairs if p["x"] in best and p["y"] in best]
         if pairs:
-            parts.append(table(["X", "Y", "P(X > Y) [95% CI]"],
-                               [[shown(summary, p["x"]), shown(summary, p["y"]), interval(p)] for p in pairs], {2}))
+            parts.append(shown_pairs + table(["X", "Y", "P(X > Y) [95% CI]"], [
+                [shown(summary, p["x"]), shown(summary, p["y"]), interval(p)] for p in pairs], {2}))
         parts.append(figure(summary["figures"]["aggregates"][space["key"]], f"aggregates: {space['title']}"))
         if space["key"] in summary["figures"]["profiles"]:
             parts.append(figure(summary["figures"]["profiles"][space["key"]], f"performance profile: {space['title']}"))

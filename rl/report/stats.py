@@ -107,10 +107,19 @@ def aggregates(score_dict: dict[str, np.ndarray], reps: int = 2000, seed: int = 
     return result
 
 
+def _improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(X > Y) over the last two axes' pairs of runs, ties counting half: Mann-Whitney's U / (runs_x * runs_y)."""
+    greater = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
+    return greater + 0.5 * (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
+
+
 def probabilities_of_improvement(score_dict: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> list[dict]:
-    """rliable's probability of improvement P(X > Y) (Mann-Whitney's U over runs, averaged over tasks; ties count
-    half) for every pair of methods with the same tasks, with its 95% stratified-bootstrap interval (each method's
-    runs resampled on their own). Each pair once, X before Y in `score_dict`'s order: P(Y > X) = 1 - P(X > Y)."""
+    """rliable's probability of improvement P(X > Y) (the chance that a run of X scores above a run of Y, ties
+    counting half, averaged over tasks) for every pair of methods with the same tasks, each pair once with X before
+    Y in `score_dict`'s order (P(Y > X) = 1 - P(X > Y)). The point is rliable's function; its 95% interval is
+    rliable's stratified independent bootstrap (each method's runs resampled within each task, percentile
+    interval), vectorised here: rliable's loops over Mann-Whitney tests take a second per pair at 2000 reps, and a
+    search has hundreds of pairs."""
     _rliable()
     from rliable import metrics
 
@@ -121,10 +130,14 @@ def probabilities_of_improvement(score_dict: dict[str, np.ndarray], reps: int = 
             sx, sy = (np.asarray(score_dict[k], dtype=float) for k in (x, y))
             if sx.shape[1] != sy.shape[1]:
                 continue
-            key = f"{x},{y}"
-            point, interval = _bootstrap({key: (sx, sy)}, metrics.probability_of_improvement, reps, seed)
-            low, high = np.ravel(interval[key])
-            result.append({"x": x, "y": y, "value": float(point[key]), "low": float(low), "high": float(high)})
+            rng = np.random.default_rng(seed)
+            boot = np.mean([_improvement(sx[rng.integers(0, len(sx), (reps, len(sx))), task],
+                                         sy[rng.integers(0, len(sy), (reps, len(sy))), task])
+                            for task in range(sx.shape[1])], axis=0)
+            alpha = (1 - CONFIDENCE) / 2 * 100
+            low, high = np.percentile(boot, [alpha, 100 - alpha])
+            result.append({"x": x, "y": y, "value": float(metrics.probability_of_improvement(sx, sy)),
+                           "low": float(low), "high": float(high)})
     return result
 
 

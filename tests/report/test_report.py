@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -328,7 +329,7 @@ def test_a_panel_without_data_says_so(tmp_path):
 
 
 def test_probability_of_improvement_equals_rliables(tmp_path):
-    from rliable import metrics
+    from rliable import library, metrics
 
     from rl.report.stats import probabilities_of_improvement
 
@@ -338,6 +339,14 @@ def test_probability_of_improvement_equals_rliables(tmp_path):
     # of the 12 pairs of runs x wins 4 and ties 1: 4.5 / 12
     assert pair["value"] == metrics.probability_of_improvement(x, y) == 0.375
     assert 0 <= pair["low"] <= 0.375 <= pair["high"] <= 1
+    with warnings.catch_warnings():  # its interval is rliable's bootstrap's, up to the random draws
+        warnings.simplefilter("ignore", FutureWarning)
+        x, y = np.arange(12.0).reshape(6, 2), np.arange(3.0, 13.0).reshape(5, 2)  # two tasks, 6 and 5 runs
+        _, rliable_interval = library.get_interval_estimates({"k": (x, y)}, metrics.probability_of_improvement,
+                                                             reps=2000, random_state=np.random.RandomState(0))
+    (mine,) = probabilities_of_improvement({"x": x, "y": y}, reps=2000)
+    assert mine["value"] == metrics.probability_of_improvement(x, y)
+    assert [mine["low"], mine["high"]] == pytest.approx(np.ravel(rliable_interval["k"]), abs=0.05)
     copies(tmp_path / "a", [1.0, 2.0, 3.0])
     copies(tmp_path / "b", [0.0, 2.0, 4.0, 5.0], set_name="a2c_cartpole")
     copies(tmp_path / "c", [9.0, 9.5], set_name="dqn_cartpole")
