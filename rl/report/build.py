@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from rl.errors import ConfigError
 from rl.report import scores
 from rl.report.lines import Line, group_lines, value_text
-from rl.report.runs import Run, read_runs
+from rl.report.runs import Run, natural_key, read_runs
 
 TRAIN_LABELS = {"game_score_mean": "training game score (whole games, unclipped)",
                 "episode_return_mean": "training episode return (last 100 episodes)"}
@@ -166,10 +166,12 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
         if matrix:
             spaces.append(_space("atari", "human-normalised final score, across Atari games", matrix, reps,
                                  profile=True, games={m: sorted(g) for m, g in by_method.items()}))
-    few = sorted({m for space in spaces for m, n in space["runs"].items() if n < 4})
+    number = {row["label"]: str(row["key"]) for row in line_rows}  # a method across games has no number
+    few = sorted({number.get(m, m) for space in spaces for m, n in space["runs"].items() if n < 4}, key=natural_key)
     if few:
         notes.append(f"IQM trims a quarter of the runs from each end, which is none below 4 runs: with fewer, it is "
-                     f"the mean ({', '.join(few)}); more copies narrow every interval")
+                     f"the mean (line{'s' if len(few) > 1 else ''} {', '.join(few)}); more copies narrow every "
+                     f"interval")
     summary = {"runs": run_rows, "lines": line_rows, "aggregates": spaces, "notes": notes}
     return summary, lines, drawn
 
