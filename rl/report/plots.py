@@ -105,7 +105,8 @@ def curves_figure(title: str, lines: list[dict], train_label: str, references: l
                 if where is not None:
                     ax.axvline(where, color=line["colour"], linestyle=":", linewidth=1.2)
                     ax.annotate(mark["text"], (where, 0.98), xycoords=("data", "axes fraction"), rotation=90,
-                                fontsize=7, color=line["colour"], ha="right", va="top")
+                                fontsize=7, color=line["colour"], ha="right", va="top",
+                                bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1})
         has_data[key] = drawn
         if not drawn:
             why = NO_DATA[score] if x == "env_steps" or not has_data[f"{score}/env_steps"] else "no wall time logged"
