@@ -146,8 +146,7 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
         members = [line for line in lines if line.env == env]
         matrix, title, common = _env_scores(env, members, notes)
         if matrix:
-            spaces.append(_space(env, title, matrix, reps, profile=len(matrix) > 1))
-            spaces[-1]["step"] = common
+            spaces.append(_space(env, title, matrix, reps, profile=len(matrix) > 1, step=common))
     atari = [(line, row) for line, row in zip(lines, line_rows) if scores.human_normalized(line.env, 0.0) is not None]
     if len({line.env for line, _ in atari}) > 1:  # several games: human-normalised, across games
         by_method: dict[str, dict[str, list[float]]] = {}
@@ -203,10 +202,13 @@ def _env_scores(env: str, members: list[Line], notes: list[str]) -> tuple[dict, 
     return matrix, f"evaluation return at step {common} on {env} (the smallest budget of its lines)", common
 
 
-def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: dict | None = None) -> dict:
+def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: dict | None = None,
+           step: int | None = None) -> dict:
+    """One table of aggregates: `matrix` holds each method's (runs x tasks) scores, final ones or, with `step`,
+    those at that common step."""
     from rl.report.stats import aggregates, median_definition, performance_profiles, probabilities_of_improvement
 
-    space = {"key": key, "title": title, "runs": {m: int(v.shape[0]) for m, v in matrix.items()},
+    space = {"key": key, "title": title, "step": step, "runs": {m: int(v.shape[0]) for m, v in matrix.items()},
              "methods": aggregates(matrix, reps=reps), "games": games, "profile": None,
              "median": median_definition(next(iter(matrix.values())).shape[1]),
              "probability_of_improvement": probabilities_of_improvement(_same_games(matrix, games), reps=reps)}
@@ -270,7 +272,7 @@ def draw(summary: dict, lines: list[Line], drawn: dict, output: Path) -> dict:
                     "profiles": {m: np.array(v) for m, v in space["profile"]["profiles"].items()},
                     "bands": {m: np.array(v) for m, v in space["profile"]["bands"].items()}}
             xlabel = ("human-normalised score (tau)" if space["key"] == "atari" else f"final return on {space['key']}"
-                      if space.get("step") is None else f"return at step {space['step']} on {space['key']}")
+                      if space["step"] is None else f"return at step {space['step']} on {space['key']}")
             figures["profiles"][space["key"]] = plots.save(
                 plots.profile_figure(space["title"], xlabel, prof, colours, shown), output, f"profile_{stem}")
     summary["figures"] = figures

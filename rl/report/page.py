@@ -79,7 +79,7 @@ def notes_section(summary: dict) -> str:
 def _iqm_of(summary: dict, label: str) -> str:
     for space in summary["aggregates"]:
         if space["key"] != "atari" and label in space["methods"]:
-            at = "" if space.get("step") is None else f" <span class=muted>at {steps(space['step'])}</span>"
+            at = "" if space["step"] is None else f" <span class=muted>at {steps(space['step'])}</span>"
             return interval(space["methods"][label]["IQM"]) + at
     return "–"
 
@@ -150,7 +150,8 @@ def curves_section(summary: dict) -> str:
              "95% percentile-bootstrap band over copies (an error bar where there is one evaluation); each copy is a "
              "faint line. On the wall-time panels the mean therefore stops where the fastest copy ended, and an x "
              "ends each copy. A dotted vertical line, labelled with the new value, marks a <code>--control</code> "
-             "change in a run of that colour. Lines are numbered as in the Lines table.</p>"]
+             "change in a run of that colour (a run's hparams.json, and so its line's label, holds the settings "
+             "after such changes). Lines are numbered as in the Lines table.</p>"]
     for env, names in summary["figures"]["curves"].items():
         parts.append(f"<h3>{esc(env)}</h3>" + figure(names, f"learning curves on {env}"))
     return "".join(parts)
