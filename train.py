@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 
@@ -96,11 +97,26 @@ def list_registries() -> None:
         print(f"{kind:<11} {', '.join(registry.names())}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def stop_while_starting(signum, frame) -> None:
+    """SIGTERM or SIGINT while train.py imports its modules, before rl/signals.py takes over: nothing to save yet. A
+    handler at all is what matters in a container, whose PID 1 ignores a signal it has no handler for."""
+    print(f"\n{signal.Signals(signum).name} before training began: nothing new to save; run the same command to "
+          f"resume.", file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None, own_signals: bool = False) -> int:
+    """`own_signals`: this is the process's entry (`python train.py`), whose SIGTERM and SIGINT are its own to act
+    on from its first line to its exit (rl/signals.py); tests call main() in-process without."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     import hparams  # noqa: F401  (registers the sets)
     import rl  # noqa: F401  (fills the registries)
+
+    if own_signals:
+        from rl.signals import install
+
+        install()
     from rl.errors import ConfigError
     from rl.run import main as run_main
 
@@ -118,4 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    for stop in (signal.SIGINT, signal.SIGTERM):  # first of all (rl/signals.py says why)
+        signal.signal(stop, stop_while_starting)
+    sys.exit(main(own_signals=True))

@@ -20,16 +20,39 @@ def _copy_worker(args, index: int) -> dict:
 
 def run_copies(args) -> list[dict]:
     """`--copies N`: N independent seeds (seed + i) in `output_dir/copy_<i>`, up to one process per core.
-    Forked, so the children inherit the filled registries (including the sets that train.py imported)."""
+    Forked, so the children inherit the filled registries (including the sets that train.py imported). A SIGTERM or
+    SIGINT to this process (PID 1 of a container gets the pod's SIGTERM alone) is passed on to every copy, each of
+    which checkpoints; then this process exits with 128 + the signal, and the same command resumes every copy."""
     import concurrent.futures as cf
     import multiprocessing as mp
+
+    from rl import signals
 
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     workers = min(args.copies, os.cpu_count() or 1)
     print(f"running {args.copies} copies in {out}/copy_<i> with {workers} processes", flush=True)
     with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-        results = list(pool.map(_copy_worker, [args] * args.copies, range(args.copies)))
+        def send(signum: int) -> None:
+            for pid in list(getattr(pool, "_processes", None) or {}):
+                try:
+                    os.kill(pid, signum)
+                except ProcessLookupError:  # it ended just now
+                    pass
+
+        with signals.forwarding(send) as stop:
+            futures = [pool.submit(_copy_worker, args, i) for i in range(args.copies)]
+            if stop.signum:  # it came while the pool was starting its processes: they get it now
+                send(stop.signum)
+            cf.wait(futures)
+            signum = stop.signum
+        if signum:
+            pool.shutdown(cancel_futures=True)
+            saved = sum(1 for f in futures if f.done() and not f.cancelled() and isinstance(f.exception(), SystemExit))
+            print(f"\n{signals.name(signum)}: passed on to the copies ({saved} saved a checkpoint); run the same "
+                  f"command to resume them.", flush=True)
+            raise SystemExit(signals.exit_code(signum))
+        results = [f.result() for f in futures]
     means = [r["mean_return"] for r in results]
     summary = {"copies": results, "mean_of_means": float(np.mean(means)), "std_of_means": float(np.std(means))}
     (out / "copies_summary.json").write_text(json.dumps(summary, indent=2))

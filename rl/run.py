@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from rl import signals
 from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot  # noqa: F401
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
 from rl.control import Controller, carry_changes
@@ -36,27 +36,8 @@ from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
 CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "dry_run")
 
 
-class StopFlag:
-    """SIGINT/SIGTERM set a flag; the loop checkpoints and exits at the next step."""
-
-    def __init__(self):
-        self.signum = 0
-        self._old = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread: leave signals alone
-                pass
-        return self
-
-    def _handle(self, signum, frame):
-        self.signum = signum
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+class StopFlag(signals.armed):
+    """SIGINT/SIGTERM set a flag (`signum`); the loop checkpoints and exits at the next step (rl/signals.py)."""
 
 
 def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=None) -> dict:
@@ -77,37 +58,43 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
 
         group, children = launch(hp, partial(follow, hp, output_dir), member)  # (unless torchrun started them)
         hp = group.settings(hp)
-    env, agent, stats = prepare(hp, output_dir)
-    start = agent.env_steps
-    logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
-    best = BestKeeper(output_dir)
-    trainer = make_trainer(hp, env, agent, stats, seed=hp.seed + start)  # a resumed run restarts its episodes
-    if group is not None:
-        from rl.parallel.collective import GroupTrainer
+    trainer = control = None
+    try:  # whatever fails before the loop's own `finally` stops the workers and ranks started so far
+        env, agent, stats = prepare(hp, output_dir)
+        start = agent.env_steps
+        logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
+        best = BestKeeper(output_dir)
+        trainer = make_trainer(hp, env, agent, stats, seed=hp.seed + start)  # a resumed run restarts its episodes
+        if group is not None:
+            from rl.parallel.collective import GroupTrainer
 
-        group.join(agent)
-        trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
+            group.join(agent)
+            trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
 
-    def checkpoint():
-        state = snapshot(agent, hp.checkpoint_memory, stats)
-        state["control"] = dict(control.changes)  # settings changed while running (rl/control.py)
-        save(output_dir, agent.env_steps, state, keep=hp.keep_checkpoints)
+        def checkpoint():
+            state = snapshot(agent, hp.checkpoint_memory, stats)
+            state["control"] = dict(control.changes)  # settings changed while running (rl/control.py)
+            save(output_dir, agent.env_steps, state, keep=hp.keep_checkpoints)
 
-    diagnostics: dict = {}
-    last = {"log": start, "eval": start, "ckpt": start}
-    eval_row: dict = {}
-    stopped_early: dict = {}
+        diagnostics: dict = {}
+        last = {"log": start, "eval": start, "ckpt": start}
+        eval_row: dict = {}
+        stopped_early: dict = {}
 
-    def evaluation() -> tuple[float, list]:
-        nonlocal eval_row
-        returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-        best.offer(agent, returns)
-        eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
-        last["eval"] = agent.env_steps
-        last["log"] = -1  # log this evaluation now
-        return eval_row["eval/return_mean"], returns
+        def evaluation() -> tuple[float, list]:
+            nonlocal eval_row
+            returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+            best.offer(agent, returns)
+            eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
+            last["eval"] = agent.env_steps
+            last["log"] = -1  # log this evaluation now
+            return eval_row["eval/return_mean"], returns
 
-    control = Controller(output_dir, hp, agent, logger.log, evaluate=lambda: evaluation()[0], checkpoint=checkpoint)
+        control = Controller(output_dir, hp, agent, logger.log, evaluate=lambda: evaluation()[0],
+                             checkpoint=checkpoint)
+    except BaseException:
+        closing(control, trainer, group, children)
+        raise
 
     def due(kind: str, interval: int) -> bool:
         return interval > 0 and agent.env_steps // interval > last[kind] // interval
@@ -129,20 +116,16 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                     checkpoint()
                     last["ckpt"] = agent.env_steps
         finally:
-            control.close()
-            trainer.close()  # workers stop before the last checkpoint: it is the state they last saw, or newer
-            if group is not None:
-                from rl.parallel.collective import reap
-
-                group.close()
-                reap(children)
+            closing(control, trainer, group, children)
         checkpoint()
-        if stop.signum:
+        # a stop signal here, or on another rank of the group (it reached this one in the all-reduce)
+        signum = stop.signum or (group.stop_signum if group is not None else 0)
+        if signum:
             logger.close()
-            name = signal.Signals(stop.signum).name
-            print(f"\n{name}: saved a checkpoint at step {agent.env_steps}; run the same command to resume.",
-                  flush=True)
-            raise SystemExit(128 + stop.signum)
+            where = "" if stop.signum else " (on another rank of the group)"
+            print(f"\n{signals.name(signum)}{where}: saved a checkpoint at step {agent.env_steps}; run the same "
+                  f"command to resume.", flush=True)
+            raise SystemExit(signals.exit_code(signum))
     if stopped_early:  # its evaluation is logged and checkpointed already
         logger.close()
         return stopped_early
@@ -159,6 +142,22 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
               f"{result['mean_return']:.2f} ± {result['std_return']:.2f}; best: {best.best['mean_return']:.2f} "
               f"at step {best.best['step']} ({best.best['path']})")
     return result
+
+
+def closing(control, trainer, group, children) -> None:
+    """Stop what a run started, whichever parts it got to: its control file, its workers (before the last checkpoint:
+    it is the state they last saw, or newer), its group and the ranks it forked."""
+    try:
+        if control is not None:
+            control.close()
+        if trainer is not None:
+            trainer.close()
+    finally:
+        if group is not None:
+            from rl.parallel.collective import reap
+
+            group.close()
+            reap(children or [])
 
 
 def write_run_record(hp, args, output_dir: Path) -> None:

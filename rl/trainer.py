@@ -107,20 +107,32 @@ def prepare(hp, output_dir: Path, rank: int = 0):
     return env, agent, stats
 
 
-def follow(hp, output_dir: Path, rank: int, address, local_rank: int | None = None) -> None:
+def follow(hp, output_dir: Path, rank: int, address, local_rank: int | None = None, signals: bool = False) -> None:
     """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints, with
-    rank 0's settings. It reads the run folder (a resumed run's checkpoint) and never writes it."""
-    from rl.parallel.collective import GradientGroup, GroupTrainer
+    rank 0's settings. It reads the run folder (a resumed run's checkpoint) and never writes it. `signals`: this rank
+    was started by torchrun or PyTorchJob, and a SIGTERM or SIGINT it gets stops the group (rank 0 checkpoints); it
+    then exits with 128 + the signal, as after a stop that another rank got (rl/parallel/collective.py)."""
+    from contextlib import nullcontext
+
+    from rl.parallel.collective import GradientGroup, GroupTrainer, stop_code
+    from rl.signals import armed
 
     group = GradientGroup(rank, hp.num_grad_workers, address, hp.device, hp.group_timeout_s, local_rank)
-    hp = group.settings(hp)
-    env, agent, stats = prepare(hp, output_dir, rank)
-    group.join(agent)
-    trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank), agent,
-                           group, hp.train_steps)
+    trainer = None
     try:
-        while not trainer.finished(0):
-            trainer.step()
+        hp = group.settings(hp)
+        env, agent, stats = prepare(hp, output_dir, rank)
+        group.join(agent)
+        trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank),
+                               agent, group, hp.train_steps)
+        with armed() if signals else nullcontext() as stop:
+            while not trainer.finished(stop.signum if signals else 0):
+                trainer.step()
+            own = stop.signum if signals else 0
     finally:
-        trainer.close()
+        if trainer is not None:
+            trainer.close()
         group.close()
+    code = stop_code(own, group) if signals else 0
+    if code:
+        raise SystemExit(code)

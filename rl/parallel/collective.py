@@ -9,11 +9,17 @@ all-reduce (gloo on the CPU, NCCL on GPUs) before clipping, so every process app
 weights: one step on the union of their batches. Rank 0 alone evaluates, logs and checkpoints; the others follow
 (with rank 0's settings and state, so a rank on another machine needs only the code and the run folder).
 
-The all-reduce also carries two flags, "a process was asked to stop" and "a process reached train_steps", so every
-process leaves the loop after the same gradient step; every other per-step decision that depends on a rank's own data
-(PPO's `target_kl` early stop) and every statistic that must be the union's (advantage normalisation) goes through
-`mean`, so the ranks agree and their collectives stay paired. Env steps count for the whole group: each process adds
-its peers' steps (they take as many as it does).
+The all-reduce also carries three flags, "a process got SIGTERM", "a process got SIGINT" and "a process reached
+train_steps", so every process leaves the loop after the same gradient step; every other per-step decision that
+depends on a rank's own data (PPO's `target_kl` early stop) and every statistic that must be the union's (advantage
+normalisation) goes through `mean`, so the ranks agree and their collectives stay paired. Env steps count for the
+whole group: each process adds its peers' steps (they take as many as it does).
+
+A stop signal on any rank (a drained node, an evicted pod: Kubernetes sends SIGTERM to that pod alone) thus stops
+the whole group: rank 0 checkpoints, and every rank exits with 128 + the signal (143 for SIGTERM, on the ranks that
+did not get it too), a status that Kubeflow's PyTorchJob retries (`restartPolicy: ExitCode` recreates a pod that
+failed with 128 or more; OnFailure restarts any non-zero exit). A rank that exited 0 after a stop would stay
+Succeeded, and the recreated rank 0 would wait for it alone. So the whole group is started again, and resumes.
 
 A peer that dies (or says nothing for `group_timeout_s`) makes every surviving rank leave with one line and
 EXIT_GROUP_LOST: the group cannot go on without it, and the last checkpoint is where a restarted group resumes.
@@ -36,6 +42,7 @@ import torch.distributed as dist
 from rl.agents.base import resolve_device
 from rl.errors import ConfigError, first_line
 
+FLAGS = (signal.SIGTERM, signal.SIGINT, 0)  # what rides in every all-reduce: these signals, then train_steps reached
 EXIT_GROUP_LOST = 129
 """Exit status of a rank whose group broke. At least 128, so Kubeflow's PyTorchJob with `restartPolicy: ExitCode`
 retries the job (it resumes from the last checkpoint), while 2 (bad input, a ConfigError) is permanent."""
@@ -124,8 +131,9 @@ class GradientGroup:
         with self.collective():
             dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=timeout_s))
-        self.flags = torch.zeros(2)  # [stop asked, train_steps reached], summed across the group
+        self.flags = torch.zeros(len(FLAGS))  # [SIGTERM, SIGINT, train_steps reached], summed across the group
         self.agreed = False
+        self.stop_signum = 0  # the stop signal some rank got, once an all-reduce carried it (0: none)
         self.buffers: dict[int, torch.Tensor] = {}
 
     def average(self, grad: torch.Tensor) -> None:
@@ -133,13 +141,17 @@ class GradientGroup:
         n = grad.numel()
         buf = self.buffers.get(id(grad))
         if buf is None:
-            buf = self.buffers[id(grad)] = torch.empty(n + 2, dtype=grad.dtype, device=grad.device)
+            buf = self.buffers[id(grad)] = torch.empty(n + len(FLAGS), dtype=grad.dtype, device=grad.device)
         buf[:n].copy_(grad)
         buf[n:].copy_(self.flags)
         with self.collective():
             dist.all_reduce(buf)
         grad.copy_(buf[:n]).div_(self.world)
-        self.agreed = self.agreed or bool((buf[n:] > 0).any())
+        seen = buf[n:].cpu()
+        self.agreed = self.agreed or bool((seen > 0).any())
+        if not self.stop_signum:
+            self.stop_signum = next((int(sig) for sig, count in zip(FLAGS, seen, strict=False)
+                                     if sig and count > 0), 0)
 
     def mean(self, x: torch.Tensor) -> torch.Tensor:
         """The mean of `x` over the group (a new tensor): what every rank decides from is the same."""
@@ -206,8 +218,9 @@ class GroupTrainer:
 
     def finished(self, signum: int) -> bool:
         """Only an all-reduce ends the loop, so every process leaves it after the same gradient step."""
-        self.group.flags[0] = float(bool(signum))
-        self.group.flags[1] = float(self.agent.env_steps >= self.train_steps)
+        for i, sig in enumerate(FLAGS):
+            self.group.flags[i] = float(bool(signum) and signum == sig) if sig else \
+                float(self.agent.env_steps >= self.train_steps)
         return self.group.agreed
 
     def close(self) -> None:
@@ -239,14 +252,24 @@ def launch(hp, follow, member: GroupEnv | None = None) -> tuple[GradientGroup, l
 
 
 def serve(follow, member: GroupEnv) -> None:
-    """Rank > 0 of a group that torchrun or PyTorchJob started: `follow(rank, "env://", local_rank)`. Ctrl-C and
-    SIGTERM are rank 0's to act on, as for forked ranks: it flags the stop in the next all-reduce and checkpoints, and
-    a rank that left first would break the group before that checkpoint."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """Rank > 0 of a group that torchrun or PyTorchJob started: `follow(rank, "env://", local_rank, signals=True)`.
+    Its pod gets SIGTERM of its own (an eviction, a drain of its node): the rank flags the stop in the next all-reduce,
+    so rank 0 checkpoints, and every rank leaves after that step with 128 + the signal (`stop_code`)."""
     print(f"rank {member.rank} of {member.world}: training with rank 0 at {member.master}, which evaluates, logs "
           f"and checkpoints", flush=True)
-    follow(member.rank, "env://", member.local_rank)
+    follow(member.rank, "env://", member.local_rank, signals=True)
+
+
+def stop_code(own: int, group: GradientGroup) -> int:
+    """The exit status of a rank > 0 after the loop: 0 when the group reached train_steps, else 128 + the stop signal
+    (its own, or one that another rank got: the rank is needed again when the job restarts), with one line."""
+    signum = own or group.stop_signum
+    if not signum:
+        return 0
+    where = "" if own else " on another rank"
+    print(f"rank {group.rank}: {signal.Signals(signum).name}{where}: the group stopped, rank 0 checkpoints, and the "
+          f"same command resumes the group", flush=True)
+    return 128 + int(signum)
 
 
 def _follower(follow, rank: int, port: int, parent_pid: int) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import offset_copy
 
 MAX_LINES = 10  # more lines than colours in one panel cannot be told apart; the tables still hold them all
 PANELS = (("eval", "env_steps"), ("eval", "wall_time_s"), ("train", "env_steps"), ("train", "wall_time_s"))
@@ -79,7 +80,7 @@ def curves_figure(title: str, lines: list[dict], train_label: str, references: l
     for ax, (score, x) in zip(axes.flat, PANELS):
         key = f"{score}/{x}"
         drawn = False
-        for line in lines:
+        for index, line in enumerate(lines):
             for xs, ys in line["runs"][key]:
                 ax.plot(xs, ys, color=line["colour"], alpha=0.25, linewidth=0.8)
                 if x == "wall_time_s" and len(line["runs"][key]) > 1 and len(xs):
@@ -90,13 +91,18 @@ def curves_figure(title: str, lines: list[dict], train_label: str, references: l
                 drawn = True
                 few = len(mean["x"]) <= 30  # a handful of evaluations: show where they were
                 text = f"{line['key']}: {line['label']} (n={mean['runs']})"
+                one = len(mean["x"]) == 1  # one evaluation: a band of one point would not show; an error bar does
+                # lines evaluated once at the same step would hide each other's bars: each is moved a few points
+                # sideways on the page (not in the data)
+                shift = offset_copy(ax.transData, fig=fig, units="points",
+                                    x=7.0 * (index - (len(lines) - 1) / 2) if one else 0.0)
                 handle = ax.plot(mean["x"], mean["mean"], color=line["colour"], linewidth=2,
-                                 marker="o" if few else None, markersize=4)[0]
+                                 marker="o" if few else None, markersize=4, transform=shift)[0]
                 legend.setdefault(line["key"], (text, handle))
-                if len(mean["x"]) == 1:  # one evaluation: a band of one point would not show
+                if one:
                     ax.errorbar(mean["x"], mean["mean"], yerr=[np.subtract(mean["mean"], mean["low"]),
                                                                 np.subtract(mean["high"], mean["mean"])],
-                                color=line["colour"], capsize=6, linewidth=2, alpha=0.8)
+                                color=line["colour"], capsize=6, linewidth=2, alpha=0.8, transform=shift)
                 else:
                     ax.fill_between(mean["x"], mean["low"], mean["high"], color=line["colour"], alpha=0.2,
                                     linewidth=0)
@@ -112,10 +118,10 @@ def curves_figure(title: str, lines: list[dict], train_label: str, references: l
             why = NO_DATA[score] if x == "env_steps" or not has_data[f"{score}/env_steps"] else "no wall time logged"
             ax.text(0.5, 0.5, f"no data: {why}", transform=ax.transAxes, ha="center", va="center", color="0.4")
         if score == "eval":
-            for value, text in references:
+            for i, (value, text) in enumerate(sorted(references)):  # close values: labels at alternate ends
                 ax.axhline(value, color="0.4", linestyle="--", linewidth=1)
-                ax.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), fontsize=8, color="0.3",
-                            va="bottom")
+                ax.annotate(text, (0.99 if i % 2 else 0.01, value), xycoords=("axes fraction", "data"), fontsize=8,
+                            color="0.3", va="bottom", ha="right" if i % 2 else "left")
         ax.set_xlabel(X_LABELS[x])
         ax.set_ylabel("evaluation return" if score == "eval" else train_label)
         ax.grid(alpha=0.3)

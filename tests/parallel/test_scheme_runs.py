@@ -343,3 +343,46 @@ def test_async_run_resumes_after_sigterm(tmp_path, runs):
     resumed = [r for r in rows if r.get("scheme_version") and int(r["env_steps"]) > saved]
     assert resumed and max(column(resumed, "scheme_version")) > 0  # the resumed learner learned from new workers
     assert_nothing_left(again.workers, shm_before)
+
+
+# the learner process raises after its workers started and before the loop's own `finally`: a Controller that fails
+# (rl/run.py's train), or a script that builds a trainer and never closes it (the transport's exit hook)
+RAISES_BEFORE_THE_LOOP = {
+    "train": """
+import rl.run
+def broken(*args, **kwargs):
+    raise RuntimeError("the control file could not be read")
+rl.run.Controller = broken
+from rl.registry import hparams as sets
+hp = sets["ppo_cartpole"]().parse("num_workers=2,train_steps=100000")
+rl.run.train(hp, OUT)
+""",
+    "script": """
+from rl.registry import hparams as sets
+from rl.trainer import make_trainer, prepare
+hp = sets["ppo_cartpole"]().parse("num_workers=2,train_steps=100000")
+env, agent, stats = prepare(hp, OUT)
+trainer = make_trainer(hp, env, agent, stats, seed=0)
+raise RuntimeError("the script failed with its workers running")
+""",
+}
+
+
+@pytest.mark.parametrize("where", sorted(RAISES_BEFORE_THE_LOOP))
+def test_a_learner_that_raises_with_its_workers_running_exits_and_reaps_them(tmp_path, where):
+    """The shm workers are not daemons: without the fix the interpreter waited at exit, forever, for workers that
+    wait for the learner."""
+    code = f"import hparams, rl\nfrom pathlib import Path\nOUT = Path({str(tmp_path / 'run')!r})\n"
+    proc = subprocess.Popen([sys.executable, "-c", code + RAISES_BEFORE_THE_LOOP[where]], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    try:
+        _, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        workers = children(proc.pid)
+        proc.kill()
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"the learner never exited; its workers: {sorted(workers)}") from None
+    assert proc.returncode == 1 and "RuntimeError" in err, err[-3000:]

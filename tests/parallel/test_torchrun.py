@@ -1,8 +1,9 @@
 """DPPO across machines without Ray: train.py started once per rank by torchrun or Kubeflow's PyTorchJob, which set
 RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and LOCAL_RANK). Here the ranks are processes on this machine given those
 variables, as torchrun gives them: they keep one model (equal weights after every update), rank 0 alone writes the run
-folder, a second start resumes, a rank that dies ends the others with one line and exit 129, and bad variables are
-one line and exit 2.
+folder, a second start resumes, a rank that dies ends the others with one line and exit 129, a SIGTERM to any rank
+stops the group with a checkpoint and exit 143 on every rank (which a PyTorchJob retries), and bad variables are one
+line and exit 2.
 """
 
 from __future__ import annotations
@@ -241,8 +242,8 @@ def test_a_rank_that_dies_ends_the_other_with_one_line_and_exit_129(tmp_path, vi
 
 
 def test_sigterm_to_every_rank_stops_the_group_with_one_checkpoint(tmp_path):
-    """What torchrun and Kubernetes do on a stop: SIGTERM to every rank. Rank 0 flags the stop in the next all-reduce
-    and checkpoints (exit 143); the others ignore the signal and leave with it after that same step."""
+    """What torchrun and a deleted PyTorchJob do: SIGTERM to every rank. The stop rides the next all-reduce, rank 0
+    checkpoints, and every rank exits 143 (a status the job retries)."""
     logs, out, port = tmp_path / "logs", tmp_path / "run", free_port()
     procs = [start(r, port, out, NEVER_ENDS, logs, "log_interval=256") for r in range(2)]
     try:
@@ -252,10 +253,46 @@ def test_sigterm_to_every_rank_stops_the_group_with_one_checkpoint(tmp_path):
         codes = finish(procs, timeout=120)
     finally:
         finish(procs, timeout=1)
-    assert codes == [128 + signal.SIGTERM, 0], read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
+    assert codes == [128 + signal.SIGTERM] * 2, read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
     assert "SIGTERM: saved a checkpoint" in read(logs, 0)
     assert "error:" not in read(logs, 0, "err") + read(logs, 1, "err")
     assert sorted((out / "checkpoints").glob("ckpt_*.pt"))
+
+
+def newest_step(out: Path) -> int:
+    return max(int(p.stem.split("_")[1]) for p in (out / "checkpoints").glob("ckpt_*.pt"))
+
+
+@pytest.mark.parametrize("victim", [0, 1], ids=["master_drained", "worker_evicted"])
+def test_sigterm_to_one_rank_checkpoints_exits_143_on_every_rank_and_the_group_resumes(tmp_path, victim):
+    """Kubernetes sends SIGTERM to one pod: the Master's node is drained, or a Worker is evicted. The signalled rank
+    flags the stop in the next all-reduce, rank 0 checkpoints, and both ranks exit 143: a PyTorchJob (restartPolicy
+    ExitCode) recreates every pod that failed with 128 or more, and a rank that exited 0 would stay Succeeded while
+    the new Master waited for it alone. Started again, both ranks resume from rank 0's checkpoint."""
+    logs, out, port = tmp_path / "logs", tmp_path / "run", free_port()
+    override = "log_interval=256,checkpoint_interval=10000000"  # the only checkpoint is the one the stop writes
+    procs = [start(r, port, out, NEVER_ENDS, logs, override) for r in range(2)]
+    try:
+        wait_for_training(logs, procs)
+        procs[victim].send_signal(signal.SIGTERM)
+        codes = finish(procs, timeout=120)
+    finally:
+        finish(procs, timeout=1)
+    both = read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
+    assert codes == [128 + signal.SIGTERM] * 2, both
+    assert "error:" not in both and "Traceback" not in both
+    elsewhere = "" if victim == 0 else " (on another rank of the group)"
+    assert f"SIGTERM{elsewhere}: saved a checkpoint at step" in read(logs, 0)
+    assert "rank 1: SIGTERM" in read(logs, 1)
+    step = newest_step(out)
+    assert step > 0
+
+    logs = tmp_path / "again"  # what the operator does next: both pods again, with the same command
+    port = free_port()
+    codes = finish([start(r, port, out, step + 1024, logs, override) for r in range(2)])
+    assert codes == [0, 0], read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
+    assert f"resuming from step {step}" in read(logs, 0)
+    assert json.loads((out / "eval.json").read_text())["env_steps"] >= step + 1024
 
 
 @pytest.mark.skipif(shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None,

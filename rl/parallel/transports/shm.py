@@ -8,11 +8,14 @@ learner wrote reads again. Each worker has two slots (it fills one while the lea
 A worker that dies is restarted; one whose heartbeat (a monotonic clock, written at every env step) is older than
 `worker_timeout` is killed and restarted; three failures in a row without a shipment end the run with the worker's
 error in one line. Workers ignore Ctrl-C (the terminal sends it to the whole group: the learner stops them), die
-with the learner (PR_SET_PDEATHSIG), and are reaped by `close()`.
+with the learner (PR_SET_PDEATHSIG), and are reaped by `close()`, which also runs at the learner's exit if nothing
+called it (the workers are not daemons, since a worker may start processes of its own, and multiprocessing would
+otherwise wait at exit for workers that wait for the learner: a run that raised before its loop never ended).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import multiprocessing as mp
 import os
@@ -179,6 +182,8 @@ class ShmTransport(FaultBook):
         self.weights = SharedWeights(acting_state)
         self.heartbeats = torch.zeros(len(specs), dtype=torch.float64).share_memory_()
         self.publish(acting_state, version)
+        # registered after multiprocessing's own exit hook, so it runs first (atexit is last in, first out)
+        atexit.register(self.close)
         for h in self.handles:
             self._start(h)
 
@@ -260,8 +265,10 @@ class ShmTransport(FaultBook):
 
     def close(self) -> None:
         """Stop every worker (asked first, killed after 5 s) and reap it: no process outlives the run."""
-        if not hasattr(self, "handles"):
+        if not hasattr(self, "handles") or getattr(self, "closed", False):
             return
+        self.closed = True
+        atexit.unregister(self.close)
         self.weights.control[STOP] = 1
         for h in self.handles:
             try:

@@ -1,0 +1,172 @@
+"""SIGTERM and SIGINT, from a process's first line to its exit.
+
+Kubernetes (a drain, an eviction, a preemption, `kubectl delete`), `docker stop` and torchrun stop a run with SIGTERM,
+and in a container it reaches PID 1 alone: train.py. The kernel drops a signal that PID 1 has no handler for, so a
+Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, no last checkpoint). So train.py calls
+`install()` before anything else, and a stop is then acted on in every phase of the run:
+
+- While the run starts (imports, restoring a checkpoint, meeting a DPPO group, which can block inside gloo's
+  rendezvous for `group_timeout_s`) there is nothing new to save: the process ends at once with one line and
+  128 + the signal's number (143 for SIGTERM). Python runs a handler only between bytecodes, so a main thread blocked
+  in C would run it only when the call returns; the C-level handler also writes the signal's number to a wakeup
+  socket (`signal.set_wakeup_fd`), and a thread reading it ends the process when the main thread has not within 2 s.
+- In the training loop (`StopFlag`, rl/run.py) the signal is recorded; the loop stops at its next step, checkpoints
+  and exits with 128 + the number. A rank of a DPPO group carries the stop to its peers in the next all-reduce, so a
+  SIGTERM on any rank ends every rank after the same step, rank 0 with a checkpoint (rl/parallel/collective.py).
+- A process with children to stop (`--copies`) forwards the signal to them (`forwarding`), and exits with its code
+  once they have checkpointed.
+
+These exit codes (130, 143) are the ones Kubeflow's PyTorchJob (`restartPolicy: ExitCode`) and a Job's pod failure
+policy treat as retryable: the job is started again and resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+STOPS = (signal.SIGINT, signal.SIGTERM)
+BLOCKED_GRACE_S = 2.0  # how long the main thread has to act on a signal itself before the watcher ends the process
+
+
+class _State:
+    def __init__(self):
+        self.signum = 0  # the first stop signal received while armed
+        self.armed = 0  # > 0 while a loop or a parent acts on signals itself
+        self.forward = None  # callable(signum) while forwarding to children
+        self.handled = threading.Event()  # the main thread's handler ran for the latest signal
+        self.watcher: threading.Thread | None = None
+
+
+_state = _State()
+
+
+def exit_code(signum: int) -> int:
+    return 128 + int(signum)
+
+
+def name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+def _handle(signum, frame):
+    """The Python-level handler (main thread)."""
+    _state.handled.set()
+    if _state.forward is not None:
+        try:
+            _state.forward(signum)
+        except Exception as exc:  # a child that is already gone
+            print(f"warning: could not forward {name(signum)}: {exc}", file=sys.stderr, flush=True)
+    if _state.armed:
+        _state.signum = _state.signum or signum
+        return
+    raise SystemExit(_before_training(signum))
+
+
+def _before_training(signum: int) -> int:
+    print(f"\n{name(signum)} before training began: nothing new to save; run the same command to resume.",
+          file=sys.stderr, flush=True)
+    return exit_code(signum)
+
+
+def _watch(sock: socket.socket) -> None:
+    """Reads the wakeup socket: a stop signal that the main thread has not acted on within BLOCKED_GRACE_S while
+    nothing is armed (the main thread is blocked in C) ends the process here."""
+    while True:
+        try:
+            data = sock.recv(64)
+        except OSError:
+            return
+        if not data:
+            return
+        for signum in data:
+            if signum not in STOPS:
+                continue
+            deadline = time.monotonic() + BLOCKED_GRACE_S
+            while time.monotonic() < deadline and not _state.handled.is_set():
+                time.sleep(0.05)
+            if not _state.handled.is_set() and not _state.armed:
+                os._exit(_before_training(signum))
+            _state.handled.clear()
+
+
+def install() -> None:
+    """Handle SIGTERM and SIGINT from now on in this process (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOPS:
+        signal.signal(sig, _handle)
+    if _state.watcher is None:
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
+        signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        _state.watcher = threading.Thread(target=_watch, args=(reader,), name="rl-signal-watcher", daemon=True)
+        _state.watcher.start()
+        _state._sockets = (reader, writer)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a worker, a copy) starts with no watcher, nothing armed and no forwarding; its signals are
+    its own (the wakeup socket is the parent's: it is dropped)."""
+    global _state
+    if _state.watcher is not None:
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:  # not the main thread
+            pass
+    _state = _State()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class armed:
+    """While inside: a stop signal is recorded (`received()`), not acted on; the caller stops and saves."""
+
+    def __init__(self):
+        self._old: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOPS:
+                old = signal.getsignal(sig)
+                if old is not _handle:
+                    self._old[sig] = signal.signal(sig, _handle)
+        if not _state.armed:
+            _state.signum = 0
+        _state.armed += 1
+        return self
+
+    @property
+    def signum(self) -> int:
+        return _state.signum
+
+    def __exit__(self, *exc):
+        _state.armed -= 1
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def received() -> int:
+    return _state.signum
+
+
+class forwarding(armed):
+    """While inside: a stop signal is recorded and sent on to `send(signum)` (a parent's children)."""
+
+    def __init__(self, send):
+        super().__init__()
+        self._send = send
+
+    def __enter__(self):
+        super().__enter__()
+        _state.forward = self._send
+        return self
+
+    def __exit__(self, *exc):
+        _state.forward = None
+        super().__exit__(*exc)
