@@ -144,7 +144,7 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     spaces = []
     for env in dict.fromkeys(line.env for line in lines):  # per game, on raw final scores
         members = [line for line in lines if line.env == env]
-        matrix, title, common = _env_scores(env, members, notes)
+        matrix, title, common = _env_scores(env, members, notes, {row["label"]: row["key"] for row in line_rows})
         if matrix:
             spaces.append(_space(env, title, matrix, reps, profile=len(matrix) > 1, step=common))
     atari = [(line, row) for line, row in zip(lines, line_rows) if scores.human_normalized(line.env, 0.0) is not None]
@@ -175,11 +175,11 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
     return summary, lines, drawn
 
 
-def _env_scores(env: str, members: list[Line], notes: list[str]) -> tuple[dict, str, int | None]:
+def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) -> tuple[dict, str, int | None]:
     """The lines' scores on one env for the aggregates: their final evaluations, or, where the lines trained for
     different budgets, every run's latest evaluation at the smallest budget (a longer run's final score is not
     comparable with a shorter one's). Returns {label: (runs x 1) scores}, the title, and the common step (None
-    when it is the final evaluation)."""
+    when it is the final evaluation). `numbers`: each line's number on the page, for the note."""
     counted = {line.label: [run for run in counted_runs(line) if run.final_score()[0] is not None]
                for line in members}
     budgets = {line.label: line.runs[0].train_steps for line in members}
@@ -194,7 +194,7 @@ def _env_scores(env: str, members: list[Line], notes: list[str]) -> tuple[dict, 
         missing += [run.name for run, v in zip(runs, values) if v is None]
         if any(v is not None for v in values):
             matrix[label] = np.array([[v] for v in values if v is not None])
-    budget_text = ", ".join(f"{label}: {b}" for label, b in budgets.items())
+    budget_text = ", ".join(f"line {numbers[label]}: {b} steps" for label, b in budgets.items())
     notes.append(f"{env}: the lines trained for different budgets ({budget_text}); its aggregates and "
                  f"probabilities of improvement compare every run at step {common}, the smallest budget, with its "
                  f"latest evaluation at or before it; the lines table keeps each line's final score"
