@@ -20,6 +20,8 @@ def base() -> HParams:
     d("num_envs", 1, "environments stepped together in one vector env", bound=at_least(1))
     d("max_episode_steps", 0, "time limit of an episode in env steps, truncating it (0: the env id's own limit)",
       bound=at_least(0))
+    d("time_feature", False, "gym envs: append the time left, 1 - t / time limit, to the observation (sb3-contrib's "
+      "TimeFeatureWrapper, used by rl-baselines3-zoo on PyBullet)")
     d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto "
       "(native where it resets in the same step, e.g. CartPole; sync otherwise)",
       bound=one_of("sync", "async", "native", "auto"))

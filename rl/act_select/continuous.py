@@ -4,7 +4,9 @@
   evaluate.
 - `deterministic_noise`: DDPG's and TD3's (Lillicrap et al. 2016; Fujimoto et al. 2018): the actor's action plus
   Gaussian or Ornstein-Uhlenbeck noise, clipped to the box.
-Both act uniformly at random for the first `learning_starts` steps (SB3's and PyTorchRL's warm-up, "start steps").
+- `gsde`: gSDE's (Raffin et al. 2022), for the `gsde_actor`: tanh(mean + z(s) @ E_i), one noise matrix E_i per env,
+  held for `sde_sample_freq` steps and then drawn afresh from N(0, exp(log_std)^2).
+All act uniformly at random for the first `learning_starts` steps (SB3's and PyTorchRL's warm-up, "start steps").
 Noise is drawn with one numpy call per step from the selector's own Generator, which is checkpointed.
 """
 
@@ -80,6 +82,48 @@ class SquashedGaussian(Explorer):
             return np.tanh(mean)
         std = np.exp(log_std.cpu().numpy())
         return np.tanh(mean + std * self.rng.standard_normal(mean.shape, np.float32))
+
+
+@act_select.register("gsde")
+class GSDE(Explorer):
+    """Noise z(s) @ E_i for env i, with E_i held for `period` acting steps. SB3's `sde_sample_freq` = -1 (its
+    default, the zoo's) draws new matrices at the start of every collection phase, i.e. every `train_freq` steps:
+    `build` turns -1 into that period. Counting starts when the warm-up ends (a multiple of `train_freq` in the
+    zoo's sets), so draws fall on the phase boundaries as in SB3."""
+
+    def __init__(self, action_dim: int, num_envs: int, period: int, learning_starts: int = 0, seed: int = 0):
+        super().__init__(action_dim, learning_starts, seed)
+        if period < 1:
+            raise ConfigError(f"sde_sample_freq must be -1 (every training phase) or >= 1, got {period}")
+        self.num_envs, self.period, self.calls = num_envs, period, 0
+        self.matrices = None  # [num_envs, z, action], drawn at the first call
+
+    @classmethod
+    def build(cls, hp, action_dim: int, num_envs: int, seed: int = 0) -> GSDE:
+        phase = hp.update_every if hp.update_every > 0 else hp.train_freq  # env steps per phase (update_schedule)
+        period = hp.sde_sample_freq if hp.sde_sample_freq != -1 else max(1, phase // num_envs)
+        return cls(action_dim, num_envs, period, hp.learning_starts, seed)
+
+    def __call__(self, policy_out: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                 deterministic: bool = False) -> np.ndarray:
+        """`policy_out` is the gSDE actor's (mean, z, log_std)."""
+        mean, z, log_std = (t.detach().cpu().numpy() for t in policy_out)
+        if deterministic:
+            return np.tanh(mean)
+        if self.calls % self.period == 0 or self.matrices is None or len(self.matrices) != len(z):
+            std = np.exp(log_std)
+            self.matrices = (std * self.rng.standard_normal((len(z), *std.shape), np.float32)).astype(np.float32)
+        self.calls += 1
+        return np.tanh(mean + np.einsum("bz,bza->ba", z, self.matrices))
+
+    def state_dict(self) -> dict:
+        matrices = {} if self.matrices is None else {"matrices": torch.from_numpy(self.matrices.copy())}
+        return {**super().state_dict(), "calls": self.calls, **matrices}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.calls = int(state.get("calls", 0))
+        self.matrices = state["matrices"].numpy().copy() if "matrices" in state else None
 
 
 @act_select.register("deterministic_noise")

@@ -92,12 +92,24 @@ class ActorCriticAgent(Agent):
     def optimizers(self) -> dict:
         return self.optims
 
+    def base_rates(self) -> dict[str, float]:
+        """Each optimizer's learning rate before any decay: the actor's own rate follows lr unless it is set apart."""
+        return {"critic": self.hp.lr, "actor": self.hp.lr_actor or self.hp.lr}
+
+    def schedule_rates(self) -> None:
+        """Set every optimizer's rate for now: the base rate, times the fraction of the run left with `lr_decay`
+        (SB3's `lin_` schedules, which it applies at each training phase)."""
+        remaining = max(0.0, 1.0 - self.env_steps / self.hp.train_steps) if self.hp.lr_decay else 1.0
+        rates = self.base_rates()
+        for name, opt in self.optims.items():
+            opt.lr = rates[name] * remaining
+
     def settings_changed(self, values: dict) -> None:
-        if "lr" in values:  # the actor's and temperature's own rates follow lr unless they are set apart
-            hp = self.hp
-            rates = {"critic": hp.lr, "actor": hp.lr_actor or hp.lr, "alpha": getattr(hp, "lr_alpha", 0) or hp.lr}
-            for name, opt in self.optims.items():
-                opt.lr = rates[name]
+        if "lr" in values:
+            self.schedule_rates()
+
+    def in_effect(self, keys) -> dict:
+        return {k: self.optims["critic"].lr if k == "lr" else getattr(self.hp, k) for k in keys}
 
     def make_optimizers(self) -> dict[str, FlatAdam]:
         hp = self.hp
@@ -127,6 +139,7 @@ class ActorCriticAgent(Agent):
         self._seen = self.env_steps
         if not crossed or self.env_steps <= self.hp.learning_starts:
             return {}
+        self.schedule_rates()
         with matmul_precision(self.precision):
             for _ in range(self.num_updates):
                 info = self.gradient_step()
@@ -191,8 +204,8 @@ class TD3(ActorCriticAgent):
 
 @agents.register("sac")
 class SAC(ActorCriticAgent):
-    """Squashed-Gaussian actor, twin critics without a target actor, and a learned temperature alpha whose
-    learning rate is its own (`lr_alpha`)."""
+    """Squashed-Gaussian actor (or gSDE's: `model=gsde_actor`, `act_select=gsde`), twin critics without a target
+    actor, and a learned temperature alpha whose learning rate is its own (`lr_alpha`)."""
 
     TARGET_ACTOR = False
 
@@ -209,8 +222,11 @@ class SAC(ActorCriticAgent):
             optimizers["alpha"] = FlatAdam(self.temperature, self.hp.lr_alpha or self.hp.lr, self.hp.adam_eps)
         return optimizers
 
+    def base_rates(self) -> dict[str, float]:
+        return {**super().base_rates(), "alpha": self.hp.lr_alpha or self.hp.lr}
+
     def loss(self, batch, update_actor: bool):
-        return self.loss_fn(self.actor.forward, self.critic.forward, self.target_critic.forward,
+        return self.loss_fn(self.actor.sampler(), self.critic.forward, self.target_critic.forward,
                             self.temperature.log_alpha, batch, self.target_entropy, update_actor=update_actor,
                             tune_alpha=self.hp.tune_alpha)
 

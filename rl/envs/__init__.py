@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import importlib
 import traceback
+from functools import partial
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
@@ -30,6 +31,7 @@ from rl.envs import (
 )
 from rl.envs.cartpole_vector import SAME_STEP_NATIVE
 from rl.envs.family import EnvFamily, resolve_env  # noqa: F401  (resolve_env: the settings resolver's entry)
+from rl.envs.time_feature import TimeFeature
 from rl.errors import ConfigError
 from rl.registry import envs
 
@@ -112,7 +114,8 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
 @envs.register("gym")
 class GymFamily(EnvFamily):
     """Any registered gymnasium id, unwrapped (classic control, Box2D, MuJoCo, PyBullet ...), or `module:EnvId`;
-    `max_episode_steps` > 0 replaces the id's time limit."""
+    `max_episode_steps` > 0 replaces the id's time limit; `time_feature` appends the time left
+    (rl/envs/time_feature.py)."""
 
     @classmethod
     def check(cls, hp) -> None:
@@ -121,7 +124,8 @@ class GymFamily(EnvFamily):
     @classmethod
     def make(cls, hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
         limit = {"max_episode_steps": hp.max_episode_steps} if hp.max_episode_steps > 0 else {}
-        return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, **limit)
+        wrappers = [partial(TimeFeature, max_steps=hp.max_episode_steps)] if hp.time_feature else None
+        return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, wrappers=wrappers, **limit)
 
 
 def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, vector_mode: str | None = None):

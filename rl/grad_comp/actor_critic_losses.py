@@ -16,11 +16,11 @@ from collections.abc import Callable
 import torch
 
 from rl.memory.replay import Transitions
-from rl.models.continuous import squash
 from rl.registry import grad_comp
 
 Actor = Callable[[torch.Tensor], torch.Tensor]
-Critics = Callable[..., torch.Tensor]  # (obs, actions, detach=False) -> Q values [K, B]
+Critics = Callable[..., torch.Tensor]  # (obs, actions, detach=False, first=False) -> Q values [K, B] ([1, B]: first)
+Policy = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # obs -> reparameterised (actions, log pi)
 
 
 def bellman_target(batch: Transitions, next_value: torch.Tensor) -> torch.Tensor:
@@ -61,7 +61,7 @@ def deterministic_actor_critic(actor: Actor, critics: Critics, target_actor: Act
     loss, td_error = critic_loss(q, target, batch.weights)
     info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "td_error": td_error}
     if update_actor:
-        actor_loss = -critics(batch.obs, actor(batch.obs), detach=True)[0].mean()
+        actor_loss = -critics(batch.obs, actor(batch.obs), detach=True, first=True)[0].mean()
         info["losses/actor_loss"] = actor_loss.detach()
         loss = loss + actor_loss
     return loss, info
@@ -82,21 +82,16 @@ def td3(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Cri
                                       target_noise, target_noise_clip)
 
 
-def sample_actions(actor, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A reparameterised squashed-Gaussian sample and its log-probability."""
-    mean, log_std = actor(obs)
-    return squash(mean, log_std, torch.randn_like(mean))
-
-
 @grad_comp.register("sac")
-def sac(actor, critics: Critics, target_critics: Critics, log_alpha: torch.Tensor, batch: Transitions,
+def sac(policy: Policy, critics: Critics, target_critics: Critics, log_alpha: torch.Tensor, batch: Transitions,
         target_entropy: float, update_actor: bool = True, tune_alpha: bool = True):
     """SAC: soft clipped-double-Q target r + gamma (min_k Q'_k(s', a') - alpha log pi(a'|s')), a' ~ pi(s');
     actor loss E[alpha log pi(a|s) - min_k Q_k(s, a)]; temperature loss -log(alpha) (log pi + target entropy), which
-    raises alpha when the policy's entropy is below the target and lowers it above."""
+    raises alpha when the policy's entropy is below the target and lowers it above. `policy` draws reparameterised
+    actions with their log-probabilities (the actor's `sampler()`: Gaussian noise, or gSDE's noise matrix)."""
     alpha = log_alpha.detach().exp()
     with torch.no_grad():
-        next_actions, next_log_prob = sample_actions(actor, batch.next_obs)
+        next_actions, next_log_prob = policy(batch.next_obs)
         next_q = target_critics(batch.next_obs, next_actions).min(0).values
         target = bellman_target(batch, next_q - alpha * next_log_prob)
     q = critics(batch.obs, batch.actions)
@@ -104,7 +99,7 @@ def sac(actor, critics: Critics, target_critics: Critics, log_alpha: torch.Tenso
     info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "charts/alpha": alpha,
             "td_error": td_error}
     if update_actor:
-        actions, log_prob = sample_actions(actor, batch.obs)
+        actions, log_prob = policy(batch.obs)
         q_pi = critics(batch.obs, actions, detach=True).min(0).values
         actor_loss = (alpha * log_prob - q_pi).mean()
         loss = loss + actor_loss

@@ -1,6 +1,10 @@
 """Networks for continuous control: a deterministic actor (DDPG, Lillicrap et al. 2016; TD3, Fujimoto et al. 2018),
-a squashed-Gaussian actor (SAC, Haarnoja et al. 2018) and a stack of K Q critics (K = 1 for DDPG, 2 for TD3/SAC's
+a squashed-Gaussian actor (SAC, Haarnoja et al. 2018), its gSDE variant (generalized state-dependent exploration,
+Raffin et al. 2022, as Stable-Baselines3 builds it) and a stack of K Q critics (K = 1 for DDPG, 2 for TD3/SAC's
 clipped double Q).
+
+A stochastic actor gives SAC's loss a `sampler()`: a function obs -> (actions, log pi(actions | obs)), reparameterised,
+for one gradient step (gSDE draws that step's noise matrix there).
 
 Actors work in the normalised action box [-1, 1]^d; the agent scales actions to the env's bounds. Layers are called
 through `F.linear` / `torch.baddbmm` rather than nn.Module calls: with small networks and one gradient step per env
@@ -74,6 +78,55 @@ class SquashedGaussianActor(_Actor):
             noise = torch.randn_like(mean)
         return squash(mean, log_std, noise)
 
+    def sampler(self):
+        """Independent noise for every sample."""
+        return self.sample
+
+
+@models.register("gsde_actor")
+class GSDEActor(_Actor):
+    """gSDE's squashed actor (Raffin et al. 2022; SB3's SAC with use_sde=True, full_std, learned features): the mean
+    is head(z) clipped to [-clip_mean, clip_mean] (SB3's Hardtanh), z = torso(s) the last hidden layer, and the
+    exploration noise is z @ E for a matrix E ~ N(0, exp(log_std)^2) of shape [z, action] that is held for several
+    steps, so that noise is a smooth function of the state instead of white. Given z, u = mean + z @ E is Gaussian with
+    variance (z^2) @ exp(log_std)^2 per action; a = tanh(u). `log_std` is a learned [z, action] matrix."""
+
+    VAR_EPS = 1e-6  # SB3's epsilon inside the square root of the variance
+
+    def __init__(self, torso: nn.Module, action_dim: int, log_std_init: float = -3.0, clip_mean: float = 2.0):
+        super().__init__(torso, action_dim)
+        self.action_dim, self.clip_mean = action_dim, clip_mean
+        self.log_std = nn.Parameter(torch.full((torso.out_dim, action_dim), float(log_std_init)))
+
+    @classmethod
+    def build(cls, hp, obs_space, action_space):
+        _, action_dim = _box_dims(obs_space, action_space)
+        return cls(models[hp.torso].build(hp, obs_space), action_dim, hp.log_std_init, hp.gsde_clip_mean)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(mean, z, log_std): everything that acting needs to draw noise from (act_select `gsde`)."""
+        z = self.torso.forward(obs)
+        mean = F.linear(z, self.out.weight, self.out.bias)
+        if self.clip_mean > 0:
+            mean = mean.clamp(-self.clip_mean, self.clip_mean)
+        return mean, z, self.log_std
+
+    def exploration_matrix(self) -> torch.Tensor:
+        """E = exp(log_std) * N(0, 1), reparameterised: the actor's loss reaches log_std through the noise too."""
+        return self.log_std.exp() * torch.randn_like(self.log_std)
+
+    def sample(self, obs: torch.Tensor, exploration: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """a = tanh(mean + z @ E) and log pi(a | s) under N(mean, (z^2) @ exp(log_std)^2), squash-corrected."""
+        mean, z, log_std = self.forward(obs)
+        std = (z.pow(2) @ (2 * log_std).exp() + self.VAR_EPS).sqrt()
+        return squash(mean, std.log(), (z @ exploration) / std)
+
+    def sampler(self):
+        """One noise matrix for the whole batch, drawn afresh for each gradient step (SB3 resets the noise before
+        every gradient step)."""
+        exploration = self.exploration_matrix()
+        return lambda obs: self.sample(obs, exploration)
+
 
 def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """a = tanh(u), u = mean + exp(log_std) * noise, with log pi(a) = log N(u) - sum log(1 - tanh(u)^2).
@@ -116,12 +169,17 @@ class QCritics(nn.Module):
         self._layers = tuple(zip(self.weights, self.biases))  # iterating a ParameterList costs a lookup per item
         return out
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor, detach: bool = False) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, detach: bool = False,
+                first: bool = False) -> torch.Tensor:
         """Q values [K, B]. `detach` evaluates with detached weights: gradients reach the actions only (the
-        actor's loss), and autograd skips the weight-gradient matmuls."""
-        x = torch.cat([obs.flatten(1).float(), actions], dim=-1).expand(self.num_critics, -1, -1)
+        actor's loss), and autograd skips the weight-gradient matmuls. `first` evaluates only the first critic
+        ([1, B]: TD3's and DDPG's actor loss), at 1/K of the cost."""
+        k = 1 if first else self.num_critics
+        x = torch.cat([obs.flatten(1).float(), actions], dim=-1).expand(k, -1, -1)
         last = len(self._layers) - 1
         for i, (w, b) in enumerate(self._layers):
+            if first:
+                w, b = w[:1], b[:1]
             if detach:
                 w, b = w.detach(), b.detach()
             x = torch.baddbmm(b, x, w)

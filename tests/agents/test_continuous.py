@@ -244,3 +244,88 @@ def test_prioritized_n_step_memory_plugs_in():
     run_steps(agent, env, 0, 40)
     assert agent.grad_steps == 10 and agent.memory.max_priority != 1.0
     assert np.allclose(agent.memory.discounts[: len(agent.memory)], hp.gamma**3)
+
+
+# ---------------------------------------------------------------------------------------------------- gSDE, time
+def gsde_outputs(mean=0.0, z=(1.0, -2.0, 0.5), log_std=-1.0, n=1):
+    """What the gsde actor gives act_select: (mean [n, A], z [n, Z], log_std [Z, A]), for A = 2."""
+    z = torch.tensor([z] * n)
+    return torch.full((n, 2), mean), z, torch.full((z.shape[1], 2), log_std)
+
+
+def test_gsde_noise_is_fixed_between_resamples_and_drawn_from_the_log_std():
+    from rl.act_select.continuous import GSDE
+
+    explorer = GSDE(2, num_envs=1, period=4, seed=0)
+    out = gsde_outputs()
+    actions = np.stack([explorer(out) for _ in range(12)])[:, 0]
+    for block in (actions[0:4], actions[4:8], actions[8:12]):
+        assert np.allclose(block, block[0])  # the same state, the same matrix: the same action
+    assert not np.allclose(actions[0], actions[4]) and not np.allclose(actions[4], actions[8])
+    # u = z @ E, E ~ N(0, exp(log_std)^2): var(u_a) = sum_j z_j^2 exp(log_std)^2
+    wide = GSDE(2, num_envs=1, period=1, seed=1)
+    u = np.arctanh(np.stack([wide(gsde_outputs(log_std=-2.0)) for _ in range(4000)])[:, 0])
+    assert np.allclose(u.std(0), np.sqrt(5.25) * np.exp(-2.0), rtol=0.06)
+    assert np.allclose(explorer(out, deterministic=True), np.tanh(0.0))
+
+
+def test_gsde_gives_each_env_its_own_matrix_and_resumes_them():
+    from rl.act_select.continuous import GSDE
+
+    explorer = GSDE(2, num_envs=3, period=5, seed=0)
+    out = gsde_outputs(n=3)
+    first = explorer(out)
+    assert not np.allclose(first[0], first[1])  # the same state in three envs: three matrices
+    state = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in explorer.state_dict().items()}
+    resumed = GSDE(2, num_envs=3, period=5, seed=9)
+    resumed.load_state_dict(state)
+    assert all(np.allclose(explorer(out), resumed(out)) for _ in range(7))
+
+
+def test_gsde_sample_freq_minus_one_is_the_training_phase():
+    from rl.act_select.continuous import GSDE
+
+    hp = sac()
+    hp.train_freq, hp.sde_sample_freq = 8, -1
+    assert GSDE.build(hp, 2, num_envs=1).period == 8
+    hp.update_every = 128
+    assert GSDE.build(hp, 2, num_envs=2).period == 64
+    hp.sde_sample_freq = 3
+    assert GSDE.build(hp, 2, num_envs=1).period == 3
+
+
+def test_gsde_sac_trains_and_its_actor_loss_moves_log_std():
+    hp = small(sac(), model="gsde_actor", act_select="gsde", learning_starts=20)
+    agent, env = build(hp), make_pendulum()
+    before = agent.actor.log_std.detach().clone()
+    actions = run_steps(agent, env, 0, 60)
+    assert agent.grad_steps == 40 and not torch.equal(before, agent.actor.log_std.detach())
+    assert np.all(np.abs(actions) <= 2.0)
+
+
+def test_time_feature_is_one_at_reset_and_falls_to_zero_at_the_limit():
+    from rl.envs import make_env
+
+    hp = sac()
+    hp.time_feature, hp.max_episode_steps = True, 4
+    env = make_env(hp, num_envs=1)
+    assert env.single_observation_space.shape == (4,)
+    obs, _ = env.reset(seed=0)
+    seen = [obs[0, -1]]
+    for _ in range(4):
+        obs, _, terminated, truncated, info = env.step(np.zeros((1, 1), np.float32))
+        seen.append(info["final_obs"][0][-1] if truncated[0] else obs[0, -1])
+    assert np.allclose(seen, [1.0, 0.75, 0.5, 0.25, 0.0]) and truncated[0] and not terminated[0]
+    assert obs[0, -1] == 1.0  # the next episode starts afresh
+
+
+def test_lr_decay_scales_every_rate_by_the_run_left():
+    hp = small(sac(), lr=1e-3, lr_actor=4e-4, lr_alpha=2e-4, lr_decay=True, train_steps=100, learning_starts=10)
+    agent, env = build(hp), make_pendulum()
+    run_steps(agent, env, 0, 25)
+    left = 1 - 25 / 100
+    rates = {name: opt.lr for name, opt in agent.optims.items()}
+    assert rates == pytest.approx({"critic": 1e-3 * left, "actor": 4e-4 * left, "alpha": 2e-4 * left})
+    assert agent.in_effect(["lr"]) == {"lr": pytest.approx(1e-3 * left)}
+    agent.change_settings({"lr": 2e-3})  # --control: the new base, still decayed
+    assert agent.optims["critic"].lr == pytest.approx(2e-3 * left)

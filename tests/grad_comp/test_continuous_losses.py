@@ -28,9 +28,10 @@ class TableCritics(torch.nn.Module):
         self.table = torch.tensor(table)
         self.w = torch.nn.Parameter(torch.tensor([[1.0], [2.0]][: len(table)]))
 
-    def forward(self, obs, actions, detach=False):
+    def forward(self, obs, actions, detach=False, first=False):
         w = self.w.detach() if detach else self.w
-        return self.table[:, obs.long().squeeze(1)] + w * actions.sum(-1)
+        q = self.table[:, obs.long().squeeze(1)] + w * actions.sum(-1)
+        return q[:1] if first else q
 
 
 class ConstActor(torch.nn.Module):
@@ -126,13 +127,20 @@ class GaussActor(torch.nn.Module):
     def forward(self, obs):
         return self.mean.expand(len(obs), 1), self.log_std.expand(len(obs), 1)
 
+    def sampler(self):
+        def sample(obs):
+            mean, log_std = self(obs)
+            return squash(mean, log_std, torch.randn_like(mean))
+        return sample
+
 
 def test_sac_soft_target_subtracts_alpha_log_prob():
     actor, critics, targets = GaussActor(0.3, -1.0), TableCritics([[0.0] * 4, [0.0] * 4]), TableCritics(TABLE)
     log_alpha = torch.tensor(math.log(0.5), requires_grad=True)
     b = batch()
     torch.manual_seed(0)
-    _, info = grad_comp["sac"](actor, critics, targets, log_alpha, b, target_entropy=-1.0, update_actor=False)
+    _, info = grad_comp["sac"](actor.sampler(), critics, targets, log_alpha, b, target_entropy=-1.0,
+                               update_actor=False)
     torch.manual_seed(0)  # the same noise the loss drew for a' ~ pi(s')
     next_a, next_logp = squash(torch.full((2, 1), 0.3), torch.full((2, 1), -1.0), torch.randn(2, 1))
     next_q = torch.minimum(torch.tensor([4.0, 10.0]) + next_a[:, 0], torch.tensor([6.0, 2.0]) + 2 * next_a[:, 0])
@@ -149,7 +157,7 @@ def test_sac_temperature_moves_towards_the_target_entropy(log_std, direction):
     actor, critics, targets = GaussActor(0.0, log_std), TableCritics([[0.0] * 4, [0.0] * 4]), TableCritics(TABLE)
     log_alpha = torch.nn.Parameter(torch.tensor(0.0))
     opt = torch.optim.Adam([log_alpha], lr=0.1)
-    loss, info = grad_comp["sac"](actor, critics, targets, log_alpha, batch(), target_entropy=-1.0)
+    loss, info = grad_comp["sac"](actor.sampler(), critics, targets, log_alpha, batch(), target_entropy=-1.0)
     loss.backward()
     opt.step()
     assert (log_alpha.item() > 0) == (direction > 0) and log_alpha.item() != 0
@@ -158,7 +166,8 @@ def test_sac_temperature_moves_towards_the_target_entropy(log_std, direction):
 
 def test_sac_without_tuning_leaves_alpha_alone():
     log_alpha = torch.tensor(0.0, requires_grad=True)
-    loss, info = grad_comp["sac"](GaussActor(0.0, -4.0), TableCritics([[0.0] * 4, [0.0] * 4]), TableCritics(TABLE),
+    loss, info = grad_comp["sac"](GaussActor(0.0, -4.0).sampler(), TableCritics([[0.0] * 4, [0.0] * 4]),
+                                  TableCritics(TABLE),
                                   log_alpha, batch(), target_entropy=-1.0, tune_alpha=False)
     loss.backward()
     assert log_alpha.grad is None and "losses/alpha_loss" not in info
