@@ -64,14 +64,26 @@ def parser() -> argparse.ArgumentParser:
                    help='change the job running in --output_dir at its next update: "lr=1e-4,ent_coef=0.005" (the '
                         "settings that can change mid-run), checkpoint (save one now) or evaluate (evaluate now); "
                         "kept in hparams.json and the checkpoint")
-    tune = p.add_argument_group("search", "hyperparameter search with Optuna (TPE, median pruning): trials are runs "
-                                          "in output_dir/trial_<i>, the study is output_dir/study.db (resumable)")
-    tune.add_argument("--tune", type=int, default=0, metavar="N", help="run a search of N trials over --tune_space")
+    tune = p.add_argument_group("search", "hyperparameter search with Optuna: trials are runs in "
+                                          "output_dir/trial_<i>, the study is output_dir/study.db by default "
+                                          "(resumable); the other --tune_* flags need --tune")
+    tune.add_argument("--tune", type=int, default=None, metavar="N", help="run a search of N trials over --tune_space")
     tune.add_argument("--tune_space", default="",
                       help='the settings to search: "lr=loguniform(1e-4,1e-2),ent_coef=uniform(0,0.02),'
                            'batch_size=choice(64,128,256)" (also intuniform(a,b))')
-    tune.add_argument("--tune_jobs", type=int, default=0,
+    tune.add_argument("--tune_jobs", type=int, default=None,
                       help="trials run at the same time (default: one per core, at most N)")
+    tune.add_argument("--tune_sampler", choices=["tpe", "random", "cmaes"], default=None,
+                      help="how trials are drawn: TPE (default; its first 5 at random), random, or CMA-ES")
+    tune.add_argument("--tune_pruner", choices=["median", "hyperband", "none"], default=None,
+                      help="how a trial is stopped early at its evaluations: the median rule (default), hyperband, "
+                           "or none")
+    tune.add_argument("--tune_storage", metavar="URL|PATH", default=None,
+                      help="where the study is kept: a database URL (sqlite:///x.db, postgresql://...) or the path "
+                           "of an Optuna journal file (safe on a volume shared by several machines); default "
+                           "output_dir/study.db")
+    tune.add_argument("--tune_study", metavar="NAME", default=None,
+                      help="the study's name in the storage (default: search)")
     k8s = p.add_argument_group("--sys k8s", "submit this command to the Kubernetes cluster of kubectl's current "
                                             "context, rendered into the k8s/ manifests (k8s/README.md)")
     k8s.add_argument("--image", help="container image (built from k8s/Dockerfile; default rl:cuda with a GPU, "

@@ -297,8 +297,6 @@ def _keep_control_changes(hp: HParams, saved: dict, override: str) -> None:
 def resolve_hparams(args, output_dir: Path) -> HParams:
     """The set, then the `hparams.json` of a resumed run, then `--hparam_override`, then flags; then the agent and
     env family are looked up and the family checks the env id (`rl.envs.resolve_env`)."""
-    from rl.envs import resolve_env  # the registries' members import this module: look them up when called
-    from rl.registry import agents
     from rl.registry import hparams as sets
 
     hp = sets[args.hparams]()
@@ -337,6 +335,21 @@ def resolve_hparams(args, output_dir: Path) -> HParams:
     for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):
         if getattr(hp, name) <= 0:
             raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
-    agents[hp.agent]  # fail early on an unknown agent
-    resolve_env(hp)
+    check_assembly(hp)
     return hp
+
+
+REGISTRY_SETTINGS = {"agent": "agents", "model": "models", "torso": "models", "critic": "models", "memory": "memory",
+                     "act_select": "act_select", "grad_comp": "grad_comp"}
+
+
+def check_assembly(hp: HParams) -> None:
+    """Fail early, in one line, on a part `hp` names that does not exist: a registry key (agent, model, torso,
+    memory ...) or an env id no env family accepts (`rl.envs.resolve_env`, which may set `env_type`)."""
+    from rl.envs import resolve_env  # the registries' members import this module: look them up when called
+    from rl.registry import ALL
+
+    for setting, kind in REGISTRY_SETTINGS.items():
+        if setting in hp:
+            ALL[kind][getattr(hp, setting)]
+    resolve_env(hp)

@@ -34,6 +34,7 @@ from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
 )
 
 CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "dry_run")
+TUNE_FLAGS = ("tune_space", "tune_jobs", "tune_sampler", "tune_pruner", "tune_storage", "tune_study")
 
 
 class StopFlag(signals.armed):
@@ -218,10 +219,13 @@ def main(args, argv: list[str] | None = None) -> None:
         from rl.control import send
 
         return send(Path(args.output_dir), args.control)
-    if args.tune:
+    if args.tune is not None:
         from rl.tune import search
 
         return search(args)
+    search_only = [f"--{name}" for name in TUNE_FLAGS if getattr(args, name, None) not in (None, "")]
+    if search_only:
+        raise ConfigError(f"{', '.join(search_only)} apply to a search only: add --tune N, the number of trials")
     cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
     if cluster:
         raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this run is --sys local)")

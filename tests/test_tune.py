@@ -195,7 +195,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.slow
 def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
     """Two trials at once; Ctrl-C: both runs checkpoint, no process outlives the search, exit 130. The same command
-    marks them failed, queues their settings again and continues their runs from the checkpoints."""
+    puts them back to WAITING under their own numbers and continues their runs from the checkpoints."""
     out = tmp_path / "search"
     argv = ["--hparams", "ppo_cartpole", "--output_dir", str(out), "--train_steps", "20000", "--eval_episodes", "2",
             "--hparam_override", "eval_interval=2000,checkpoint_interval=2000,log_interval=1000", "--tune", "2",
@@ -223,18 +223,149 @@ def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
     res = cli(*argv)
     assert res.returncode == 0, res.stderr
     trials = trials_of(out)
-    assert [t.state for t in trials] == [TrialState.FAIL] * 2 + [TrialState.COMPLETE] * 2
-    retries = {t.user_attrs["retry_of"]: t for t in trials[2:]}
-    assert sorted(retries) == [0, 1] and "2 trials finished: 2 complete" in res.stdout
-    for old, trial in retries.items():
-        assert trial.params == trials[old].params  # the same settings, queued again
-        assert f"resuming from step {saved_steps[old]}" in res.stdout  # its run went on from its checkpoint
+    assert [(t.number, t.state) for t in trials] == [(0, TrialState.COMPLETE), (1, TrialState.COMPLETE)]
+    assert "trial 0 was interrupted: queued again under its number" in res.stdout
+    assert "2 trials finished: 2 complete" in res.stdout
+    for trial in trials:
+        assert trial.params == stopped[trial.number].params  # the same settings, the same number
+        assert f"resuming from step {saved_steps[trial.number]}" in res.stdout  # its run went on from its checkpoint
         steps = [int(r.split(",")[0]) for r in (out / f"trial_{trial.number}" / "progress.csv").read_text().split()[1:]]
         assert steps == sorted(steps) and steps[-1] == 20000  # one run that went on, not a second from step 0
-        assert set(trials[old].intermediate_values) <= set(trial.intermediate_values)
-    assert not (out / "trial_0").exists() and not (out / "trial_1").exists()  # their folders went on as 2 and 3
+        assert set(stopped[trial.number].intermediate_values) <= set(trial.intermediate_values)
 
     argv[argv.index("--tune") + 1] = "3"  # the resumed study, grown to 3 trials: one more runs
     res = cli(*argv)
     assert res.returncode == 0, res.stderr
-    assert "1 of 3 trials to run" in res.stdout and "trial 4:" in res.stdout and len(trials_of(out)) == 5
+    assert "1 of 3 trials to run" in res.stdout and "trial 2:" in res.stdout and len(trials_of(out)) == 3
+
+
+# ---------------------------------------------------------------------------------------------------- flags, pruning
+def main_status(capsys, *argv: str) -> tuple[int, str]:
+    import train
+
+    status = train.main(list(argv))
+    return status, capsys.readouterr().err
+
+
+def test_tune_flags_without_a_search_and_tune_0_are_refused(capsys, tmp_path):
+    run = ["--hparams", "ppo_cartpole", "--output_dir", str(tmp_path / "run")]
+    for extra, words in [(["--tune_space", "lr=uniform(0.1,1)"], "--tune_space apply to a search only"),
+                         (["--tune_jobs", "2"], "--tune_jobs apply to a search only"),
+                         (["--tune_sampler", "random", "--tune_study", "x"], "--tune_sampler, --tune_study apply"),
+                         (["--tune_pruner", "none"], "--tune_pruner apply"),
+                         (["--tune_storage", str(tmp_path / "j.log")], "--tune_storage apply"),
+                         (["--tune", "0", "--tune_space", "lr=uniform(0.1,1)"], "--tune must be a positive number")]:
+        status, err = main_status(capsys, *run, *extra)
+        assert status == 2 and err.count("\n") == 1 and words in err, (extra, err)
+    assert not (tmp_path / "run").exists()  # nothing trained
+
+
+def test_a_choice_that_names_nothing_is_refused_before_any_trial(capsys, tmp_path):
+    out = tmp_path / "search"
+    for space, words in [("env=choice(CartPole-v1,NoSuchEnv-v0)", "NoSuchEnv-v0"),
+                         ("torso=choice(mlp,no_such_torso)", "unknown models 'no_such_torso'"),
+                         ("grad_comp=choice(ppo_clip,ppo_clipp)", "did you mean 'ppo_clip'")]:
+        status, err = main_status(capsys, "--hparams", "ppo_cartpole", "--output_dir", str(out), "--tune", "2",
+                                  "--tune_space", space)
+        assert status == 2 and err.count("\n") == 1 and words in err and "--tune_space" in err, (space, err)
+        assert not out.exists()
+
+
+def test_the_study_hands_an_interrupted_trial_back_under_its_own_number(tmp_path):
+    from rl.tune import study as studies
+
+    store = studies.storage(None, tmp_path)
+    study = optuna.create_study(study_name="search", storage=store, direction="maximize")
+    first = study.ask()
+    lr = first.suggest_float("lr", 1e-4, 1e-2, log=True)
+    first.report(10.0, 500)
+    second = study.ask()
+    second.suggest_float("lr", 1e-4, 1e-2, log=True)
+    study.tell(second, 1.0)
+    assert studies.recover(store, study) == [0]  # the stale RUNNING trial 0
+    assert [t.state for t in study.trials] == [TrialState.WAITING, TrialState.COMPLETE]
+    again = study.ask()
+    assert again.number == 0 and again.suggest_float("lr", 1e-4, 1e-2, log=True) == lr
+    assert study.trials[0].intermediate_values == {500: 10.0}
+    study.tell(again, 5.0)
+    assert [t.number for t in studies.finished(study.trials)] == [0, 1] and len(study.trials) == 2
+
+
+def test_a_budget_below_eval_interval_still_prunes(tmp_path):
+    """ppo_cartpole evaluates every 50k steps: a 3000-step search would report nothing to the pruner. The search
+    places evaluations every 500 steps (said, and kept in the trials' overrides and the best command); the bad trial
+    is pruned at one of them. An eval_interval the user fixes that leaves too few is refused."""
+    from rl.tune.search import open_search
+
+    out = tmp_path / "search"
+    argv = ["--hparams", "ppo_cartpole", "--train_steps", "3000", "--eval_episodes", "2", "--hparam_override",
+            "checkpoint_interval=1000,log_interval=500", "--tune_space", "lr=loguniform(1e-4,1),"
+            "batch_size=choice(64,256)", "--tune_jobs", "1", "--output_dir", str(out), "--seed", str(SEED),
+            "--tune", "2"]
+    _, study = open_search(args_of(argv))
+    study.enqueue_trial({"lr": 3e-3, "batch_size": 256})
+    study.enqueue_trial({"lr": 0.5, "batch_size": 256})
+    del study
+    res = cli(*argv)
+    assert res.returncode == 0, res.stderr
+    assert "eval_interval 50000 leaves the median pruner fewer than 3 evaluations" in res.stdout
+    assert "the trials evaluate every 500 steps" in res.stdout
+    trials = trials_of(out)
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED], res.stdout
+    assert sorted(trials[0].intermediate_values) == [500, 1000, 1500, 2000, 2500]
+    assert json.loads((out / "trial_1" / "hparams.json").read_text())["hparams"]["eval_interval"] == 500
+    best = json.loads((out / "best.json").read_text())
+    assert best["hparam_override"] == "checkpoint_interval=1000,log_interval=500,eval_interval=500,lr=0.003," \
+                                      "batch_size=256"
+
+    refused = cli("--hparams", "ppo_cartpole", "--train_steps", "3000", "--hparam_override", "eval_interval=1000",
+                  "--tune_space", "lr=loguniform(1e-4,1)", "--output_dir", str(tmp_path / "refused"), "--tune", "2")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "eval_interval=1000 gives the median pruner 2 evaluations" in refused.stderr
+    assert "--tune_pruner none" in refused.stderr and not (tmp_path / "refused").exists()
+
+
+def test_sampler_pruner_journal_storage_and_study_name_and_the_search_report(tmp_path):
+    """random sampling, no pruner, the study in a journal file under another name: the search runs, resumes from
+    that file, and writes trials.csv and Optuna's figures."""
+    import csv
+
+    from rl.tune import study as studies
+
+    out, journal = tmp_path / "search", tmp_path / "journal.log"
+    argv = ["--hparams", "ppo_cartpole", "--train_steps", "512", "--eval_episodes", "1", "--tune_space",
+            "lr=loguniform(1e-4,1e-2)", "--tune_jobs", "1", "--output_dir", str(out), "--tune", "2",
+            "--tune_sampler", "random", "--tune_pruner", "none", "--tune_storage", str(journal), "--tune_study", "mine"]
+    res = cli(*argv)
+    assert res.returncode == 0, res.stderr
+    assert "evaluate every" not in res.stdout  # no pruner: the set's eval_interval stands
+    assert journal.exists() and not (out / "study.db").exists()
+    loaded = optuna.load_study(study_name="mine", storage=studies.storage(str(journal), out))
+    assert [t.state for t in loaded.trials] == [TrialState.COMPLETE] * 2
+    best = json.loads((out / "best.json").read_text())
+    assert best["sampler"]["name"] == "random" and best["pruner"] == {"name": "NopPruner"}
+    assert best["study"] == {"name": "mine", "storage": str(journal)}
+    with open(out / "trials.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["number"]) for r in rows] == [0, 1] and all(float(r["params_lr"]) > 0 for r in rows)
+    assert {float(r["value"]) for r in rows} == {t.value for t in loaded.trials}
+    assert (out / "optuna" / "optimization_history.png").stat().st_size > 0
+    assert (out / "optuna" / "param_importances.png").stat().st_size > 0
+    again = cli(*argv)  # finished: the result again, read from the journal
+    assert again.returncode == 0 and "best: trial" in again.stdout and len(loaded.trials) == 2, again.stderr
+
+
+def test_each_sampler_and_pruner_is_the_one_asked_for():
+    from rl.tune import study as studies
+
+    assert isinstance(studies.make_sampler("tpe", 0, 0), optuna.samplers.TPESampler)
+    assert isinstance(studies.make_sampler("random", 0, 0), optuna.samplers.RandomSampler)
+    cma = studies.make_sampler("cmaes", 0, 0)
+    assert isinstance(cma, optuna.samplers.CmaEsSampler)
+    study = optuna.create_study(sampler=cma, direction="maximize")
+    for _ in range(7):  # past its 5 random startup trials: CMA-ES itself draws
+        trial = study.ask()
+        study.tell(trial, -(trial.suggest_float("x", -1, 1) - 0.3) ** 2)
+    assert isinstance(studies.make_pruner("median", 10, 3000, 500), optuna.pruners.MedianPruner)
+    assert isinstance(studies.make_pruner("hyperband", 10, 3000, 500), optuna.pruners.HyperbandPruner)
+    assert isinstance(studies.make_pruner("none", 10, 3000, 500), optuna.pruners.NopPruner)

@@ -67,7 +67,9 @@ def _control_marks(line: Line) -> list[dict]:
     marks = []
     for run in line.runs:
         for entry in run.control:
-            text = ", ".join(f"{k}={value_text(v)}" for k, v in entry.get("settings", {}).items())
+            replaced = entry.get("overridden", ())  # a --hparam_override at a later resume set it again
+            text = ", ".join(f"{k}={value_text(v)}" + (" (replaced at a resume)" if k in replaced else "")
+                             for k, v in entry.get("settings", {}).items())
             marks.append({"run": run.name, "step": entry["step"], "wall_time_s": run.wall_time_at(entry["step"]),
                           "text": text})
     return marks

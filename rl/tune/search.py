@@ -3,17 +3,23 @@
 Trial i trains in `output_dir/trial_<i>` with `--hparam_override` = the search's own overrides plus the trial's
 values, so its hparams.json records them and every run tool (resume, --training False, the report) works on it.
 Every trial uses the same seed (the set's, or --seed): trials differ by their settings only. The objective is the
-run's final evaluation mean return (maximised); each periodic evaluation is reported to the median pruner at its
-interval boundary (the step `eval_interval` x k, whatever the rollout length), so trials with other rollout sizes
-still compare at the same steps. With `--copies K` a trial is K runs (`trial_<i>/copy_<j>`, seeds seed..seed+K-1,
-one after another) and its value is their mean; such trials are not pruned, since no mean exists until every copy
-has reached a step.
+run's final evaluation mean return (maximised); each periodic evaluation is reported to the pruner at its interval
+boundary (the step `eval_interval` x k, whatever the rollout length), so trials with other rollout sizes still
+compare at the same steps. A pruner needs evaluations to judge by: where `eval_interval` leaves it fewer than
+`MIN_REPORTS` between its warm-up and `train_steps` (ppo_cartpole's 50k interval at any budget up to 200k), the
+trials evaluate every train_steps / 6 steps instead, said at the start and kept in their overrides; an
+eval_interval the user fixed that does so is refused in one line. With `--copies K` a trial is K runs
+(`trial_<i>/copy_<j>`, seeds seed..seed+K-1, one after another) and its value is their mean; such trials are not
+pruned, since no mean exists until every copy has reached a step.
 
 Up to `--tune_jobs` forked worker processes (default: one per core, at most N) each take the next trial from the
 shared study until N trials have finished (study.py says which count). With several workers each run uses
 cores // jobs threads at most. Ctrl-C or SIGTERM reaches every worker, whose runs checkpoint, and the search exits
-with 128 + the signal (130, 143) after the last one; running the same command resumes it. A worker dies with its
-search (PR_SET_PDEATHSIG), after saving its run.
+with 128 + the signal (130, 143) after the last one; running the same command resumes it, each stopped trial under
+its own number. A worker dies with its search (PR_SET_PDEATHSIG), after saving its run.
+
+At the end: best.json, trials.csv (Optuna's trials_dataframe), the runs' report (rl/report) in report/ and Optuna's
+optimisation history and parameter importances in optuna/.
 """
 
 from __future__ import annotations
@@ -25,17 +31,19 @@ import json
 import os
 import signal
 import traceback
+import warnings
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
 from rl.errors import ConfigError, first_line
-from rl.hparams import resolve_hparams, split_top_level
+from rl.hparams import check_assembly, resolve_hparams, split_top_level
 from rl.tune import study as studies
 from rl.tune.space import Param, format_value, override, parse_space
 
 PR_SET_PDEATHSIG = 1
+MIN_REPORTS = 3  # evaluations a pruner gets from each trial, at least, after its warm-up
 
 
 def search(args) -> None:
@@ -50,16 +58,21 @@ def search(args) -> None:
         except BlockingIOError:
             raise ConfigError(f"another search is running in {out}") from None
         store, study = open_search(args, hp, params)
-        for number in studies.recover(study):
-            print(f"trial {number} was interrupted: queued again (it continues from its checkpoints)", flush=True)
+        for number in studies.recover(store, study):
+            print(f"trial {number} was interrupted: queued again under its number (it continues from its "
+                  f"checkpoints)", flush=True)
         done = len(studies.finished(study.get_trials(deepcopy=False)))
         if done < args.tune:
             cores = os.cpu_count() or 1
             jobs = min(args.tune - done, args.tune_jobs or cores)
             threads = min(hp.torch_threads, max(1, cores // jobs))  # jobs x threads <= cores
+            if fixed_override(args, hp) != (args.hparam_override or ""):
+                print(f"search: eval_interval {hp.eval_interval} leaves the {pruner_name(args)} pruner fewer than "
+                      f"{MIN_REPORTS} evaluations to judge a trial by in {hp.train_steps} steps: the trials evaluate "
+                      f"every {evaluation_interval(args, hp)} steps", flush=True)
             print(f"search: {args.tune - done} of {args.tune} trials to run in {out}/trial_<i>, {jobs} at a time "
-                  f"(study: {out / 'study.db'})", flush=True)
-            store.engine.dispose()  # no open SQLite connection crosses the fork
+                  f"(study {study.study_name!r} in {studies.storage_text(args.tune_storage, out)})", flush=True)
+            studies.close(store)  # no open database connection crosses the fork
             signum = _run_workers(args, hp, params, jobs, threads)
             if signum:
                 print(f"\n{signal.Signals(signum).name}: the trials saved checkpoints; run the same command to resume "
@@ -75,10 +88,65 @@ def open_search(args, hp=None, params=None) -> tuple:
     if hp is None:
         hp, params = check(args, out)
     out.mkdir(parents=True, exist_ok=True)
-    store = studies.storage(out)
-    study = studies.open_study(store, out, identity(args, hp, params), studies.make_pruner(args.tune, hp.train_steps),
-                               hp.seed)
+    store = studies.storage(args.tune_storage, out)
+    study = studies.open_study(store, study_name(args), studies.storage_text(args.tune_storage, out),
+                               identity(args, hp, params), make_pruner(args, hp),
+                               studies.make_sampler(sampler_name(args), hp.seed, 0))
     return store, study
+
+
+def sampler_name(args) -> str:
+    return getattr(args, "tune_sampler", None) or "tpe"
+
+
+def pruner_name(args) -> str:
+    """The pruner; none with --copies K > 1 (no mean exists until every copy has reached a step)."""
+    return "none" if args.copies > 1 else (getattr(args, "tune_pruner", None) or "median")
+
+
+def study_name(args) -> str:
+    return getattr(args, "tune_study", None) or studies.STUDY_NAME
+
+
+def make_pruner(args, hp) -> optuna.pruners.BasePruner:
+    return studies.make_pruner(pruner_name(args), args.tune, hp.train_steps, evaluation_interval(args, hp))
+
+
+def _reports(interval: int, train_steps: int, warmup: int) -> int:
+    """Periodic evaluations at k x interval < train_steps that a pruner with this warm-up may act on."""
+    if interval <= 0:
+        return 0
+    first = max(1, -(-warmup // interval))
+    return max(0, (train_steps - 1) // interval - first + 1)
+
+
+def evaluation_interval(args, hp) -> int:
+    """The trials' eval_interval: the run's own where it gives the pruner MIN_REPORTS evaluations past its warm-up,
+    else train_steps // 6 (evaluations at 1/6 ... 5/6 of the run: at least 3 past a third). An eval_interval typed in
+    --hparam_override that gives fewer is refused; so is a budget too small to place them."""
+    pruner = pruner_name(args)
+    interval, steps = hp.eval_interval, hp.train_steps
+    warmup = studies.warmup_steps(pruner, steps)
+    if pruner == "none" or _reports(interval, steps, warmup) >= MIN_REPORTS:
+        return interval
+    typed = {item.split("=", 1)[0].strip() for item in split_top_level(args.hparam_override or "")}
+    placed = steps // 6
+    if "eval_interval" in typed:
+        raise ConfigError(f"--tune: eval_interval={interval} gives the {pruner} pruner "
+                          f"{_reports(interval, steps, warmup)} evaluations to judge a trial by between step {warmup} "
+                          f"and train_steps {steps}; it needs {MIN_REPORTS}: leave eval_interval out (the search then "
+                          f"evaluates every {placed} steps), set it to {max(1, placed)} or less, or --tune_pruner none")
+    if placed < 1 or _reports(placed, steps, warmup) < MIN_REPORTS:
+        raise ConfigError(f"--tune: train_steps {steps} is too short to place {MIN_REPORTS} evaluations for the "
+                          f"{pruner} pruner; use more steps or --tune_pruner none")
+    return placed
+
+
+def fixed_override(args, hp) -> str:
+    """The overrides every trial shares: the user's, and the eval_interval the search placed (if it did)."""
+    interval = evaluation_interval(args, hp)
+    extra = [f"eval_interval={interval}"] if interval != hp.eval_interval else []
+    return ",".join(s for s in [args.hparam_override or "", *extra] if s)
 
 
 def check(args, out: Path) -> tuple:
@@ -88,7 +156,7 @@ def check(args, out: Path) -> tuple:
 
     if args.tune < 1:
         raise ConfigError(f"--tune must be a positive number of trials, got {args.tune}")
-    if args.tune_jobs < 0:
+    if (args.tune_jobs or 0) < 0:
         raise ConfigError(f"--tune_jobs must be 0 (one per core) or a positive number, got {args.tune_jobs}")
     if args.copies < 1:
         raise ConfigError(f"--copies must be at least 1, got {args.copies}")
@@ -102,7 +170,7 @@ def check(args, out: Path) -> tuple:
         raise ConfigError("--tune cannot be one rank of a torchrun/PyTorchJob group: run the search alone")
     if (out / "hparams.json").exists():
         raise ConfigError(f"{out} holds a run, not a search: use another --output_dir")
-    if not (out / "study.db").exists() and any(out.glob("trial_*")):
+    if not getattr(args, "tune_storage", None) and not (out / "study.db").exists() and any(out.glob("trial_*")):
         raise ConfigError(f"{out} holds trial_* folders but no study.db: use another --output_dir")
     hp = resolve_hparams(args, out)
     params = parse_space(args.tune_space, hp)
@@ -110,15 +178,27 @@ def check(args, out: Path) -> tuple:
     both = [p.name for p in params if p.name in fixed]
     if both:
         raise ConfigError(f"{', '.join(both)} in both --tune_space and --hparam_override: search it or fix it")
+    for p in params:  # each choice must name what exists (an agent, env, model ...) before any trial runs
+        for value in p.values:
+            trial_hp = hp.copy()
+            setattr(trial_hp, p.name, value)
+            try:
+                check_assembly(trial_hp)
+            except ConfigError as exc:
+                raise ConfigError(f"--tune_space {p.name}=choice(...): {format_value(value)}: {exc}") from None
+    evaluation_interval(args, hp)  # the pruner gets its evaluations, or a line says why not
     return hp, params
 
 
 def identity(args, hp, params: list[Param]) -> dict:
     """What a resumed search must share with the study: anything that changes what a trial's value means."""
     space = [[p.name, p.kind, p.low, p.high, [format_value(v) for v in p.values]] for p in params]
-    return {"hparams": args.hparams, "tune_space": space, "hparam_override": args.hparam_override or "",
-            "train_steps": hp.train_steps, "eval_episodes": hp.eval_episodes, "env": hp.env, "seed": hp.seed,
-            "copies": args.copies}
+    found = {"hparams": args.hparams, "tune_space": space, "hparam_override": args.hparam_override or "",
+             "train_steps": hp.train_steps, "eval_episodes": hp.eval_episodes, "env": hp.env, "seed": hp.seed,
+             "copies": args.copies}
+    if evaluation_interval(args, hp) != hp.eval_interval:  # placed by the search: part of what a trial is
+        found["eval_interval"] = evaluation_interval(args, hp)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------------- worker processes
@@ -168,8 +248,8 @@ def _worker(args, hp, params: list[Param], threads: int, parent: int) -> None:
     if os.getppid() != parent:
         os._exit(0)
     out = Path(args.output_dir)
-    study = optuna.load_study(study_name=studies.STUDY_NAME, storage=studies.storage(out),
-                              pruner=studies.make_pruner(args.tune, hp.train_steps))
+    study = optuna.load_study(study_name=study_name(args), storage=studies.storage(args.tune_storage, out),
+                              pruner=make_pruner(args, hp))
     try:
         while (trial := _next_trial(study, args, hp, out)) is not None:
             _run_trial(study, trial, args, hp, params, threads)
@@ -186,7 +266,7 @@ def _next_trial(study: optuna.Study, args, hp, out: Path):
         running = [t for t in trials if t.state == TrialState.RUNNING]
         if len(studies.finished(trials)) + len(running) >= args.tune:
             return None
-        study.sampler = studies.make_sampler(hp.seed, len(trials))
+        study.sampler = studies.make_sampler(sampler_name(args), hp.seed, len(trials))
         return study.ask()
 
 
@@ -196,22 +276,18 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: list[
     text = override(params, trial.params)
     trial.set_user_attr("override", text)
     out = Path(args.output_dir) / f"trial_{trial.number}"
-    retry_of, reported = trial.user_attrs.get("retry_of"), set()
-    if retry_of is not None:  # continue the interrupted trial's run: its folder, checkpoints and reports
-        old = study.get_trials(deepcopy=False)[retry_of]
-        if (out.parent / f"trial_{retry_of}").exists() and not out.exists():
-            (out.parent / f"trial_{retry_of}").rename(out)
-        for step, value in sorted(old.intermediate_values.items()):
-            trial.report(value, step)
-            reported.add(step)
+    # a trial queued again after an interruption keeps its number: its folder holds its checkpoints (the run goes
+    # on from them) and the study its reported evaluations (not reported twice)
+    reported = set(study.get_trials(deepcopy=False)[trial.number].intermediate_values)
     run_args = copy.copy(args)
     extra = [f"torch_threads={threads}"] if threads != hp.torch_threads else []
-    run_args.hparam_override = ",".join(s for s in [args.hparam_override, *extra, text] if s)
-    run_args.output_dir, run_args.tune, run_args.copies = str(out), 0, 1
+    run_args.hparam_override = ",".join(s for s in [fixed_override(args, hp), *extra, text] if s)
+    run_args.output_dir, run_args.tune, run_args.copies = str(out), None, 1
+    interval = evaluation_interval(args, hp)
     pruned_at = {}
 
     def on_evaluation(step: int, mean_return: float) -> bool:
-        step = step // hp.eval_interval * hp.eval_interval  # the interval boundary: the same steps in every trial
+        step = step // interval * interval  # the interval boundary: the same steps in every trial
         if step not in reported:  # a continued run may evaluate again at a step reported before its checkpoint
             trial.report(mean_return, step)
             reported.add(step)
@@ -247,10 +323,11 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: list[
 
 # ---------------------------------------------------------------------------------------------------- the result
 def finish(args, out: Path, hp, params: list[Param], report: bool = True) -> dict | None:
-    """Print the best trial as a ready --hparam_override, write best.json, then the report (`report`: it takes
-    seconds, so a search that ran nothing new keeps the one it wrote)."""
-    study = optuna.load_study(study_name=studies.STUDY_NAME, storage=studies.storage(out))
+    """Print the best trial as a ready --hparam_override, write best.json and trials.csv, then the reports
+    (`report`: they take seconds, so a search that ran nothing new keeps the ones it wrote)."""
+    study = optuna.load_study(study_name=study_name(args), storage=studies.storage(args.tune_storage, out))
     trials = study.get_trials(deepcopy=False)
+    write_trials_csv(study, out / "trials.csv")
     tally = studies.counts(trials)
     print(f"search {out}: {sum(tally.values())} trials finished: {tally['complete']} complete, {tally['pruned']} "
           f"pruned, {tally['fail']} failed", flush=True)
@@ -260,7 +337,7 @@ def finish(args, out: Path, hp, params: list[Param], report: bool = True) -> dic
         return None
     best = max(complete, key=lambda t: (t.value, -t.number))
     trial_text = override(params, best.params)
-    full = ",".join(s for s in [args.hparam_override, trial_text] if s)
+    full = ",".join(s for s in [fixed_override(args, hp), trial_text] if s)
     flags = "".join(f" --{name} {getattr(args, name)}" for name in ("env", "train_steps", "eval_episodes", "seed")
                     if getattr(args, name, None) is not None) + (f" --copies {args.copies}" if args.copies > 1 else "")
     command = (f"python train.py --hparams {args.hparams} --hparam_override {_shell(full)}{flags} "
@@ -268,16 +345,56 @@ def finish(args, out: Path, hp, params: list[Param], report: bool = True) -> dic
     record = {"trial": best.number, "value": best.value, "run": str(out / f"trial_{best.number}"),
               "params": {p.name: p.value(best.params[p.name]) for p in params}, "trial_override": trial_text,
               "hparam_override": full, "command": command, "trials": tally,
-              "sampler": {"name": "TPESampler", "n_startup_trials": studies.STARTUP_TRIALS, "seed": hp.seed},
-              "pruner": {"name": "MedianPruner", "n_startup_trials": studies.pruner_startup(args.tune),
-                         "n_warmup_steps": hp.train_steps // 3}}
+              "study": {"name": study.study_name, "storage": studies.storage_text(args.tune_storage, out)},
+              "sampler": {"name": sampler_name(args), "n_startup_trials": studies.STARTUP_TRIALS, "seed": hp.seed},
+              "pruner": studies.pruner_record(pruner_name(args), args.tune, hp.train_steps,
+                                              evaluation_interval(args, hp))}
     (out / "best.json").write_text(json.dumps(record, indent=2))
     what = "final evaluation" if args.copies == 1 else f"mean final evaluation of {args.copies} copies"
     print(f"best: trial {best.number}, {what} {best.value:.2f} ({out / f'trial_{best.number}'})\n"
           f"  --hparam_override {_shell(full)}\n  {command}\n  written to {out / 'best.json'}", flush=True)
     if report:
         _report(out)
+        plot_study(study, out / "optuna")
     return record
+
+
+def write_trials_csv(study: optuna.Study, path: Path) -> None:
+    """Every trial as a row (number, value, state, times, each setting, the evaluations it reported), by Optuna's
+    own `trials_dataframe`."""
+    frame = study.trials_dataframe(attrs=("number", "value", "state", "datetime_start", "datetime_complete",
+                                          "duration", "params", "user_attrs", "intermediate_values"))
+    frame.to_csv(path, index=False)
+
+
+def plot_study(study: optuna.Study, folder: Path) -> None:
+    """Optuna's own figures of the search: the optimisation history (each trial's value and the best so far) and
+    the settings' importances (fANOVA), as PNGs; a figure it cannot draw yet (fewer than 2 complete trials) is
+    left out with a note."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as figures
+
+    folder.mkdir(parents=True, exist_ok=True)
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    drawn = {"optimization_history.png": figures.plot_optimization_history}
+    if len(complete) >= 2 and complete[0].params:
+        drawn["param_importances.png"] = figures.plot_param_importances
+    for name, plot in drawn.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # Optuna marks its matplotlib figures experimental
+                axes = plot(study)
+            axes.figure.tight_layout()
+            axes.figure.savefig(folder / name, dpi=100)
+            plt.close(axes.figure)
+        except Exception as exc:  # noqa: BLE001 - the search's result is printed and saved already
+            print(f"note: {folder / name} could not be drawn ({type(exc).__name__}: {first_line(exc, 200)})",
+                  flush=True)
+    if "param_importances.png" not in drawn:
+        print(f"note: no {folder / 'param_importances.png'}: it needs 2 complete trials", flush=True)
 
 
 def _shell(text: str) -> str:

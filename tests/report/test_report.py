@@ -398,16 +398,21 @@ def test_control_changes_and_copy_ends_are_marked(tmp_path):
     record = json.loads((run / "hparams.json").read_text())
     record["control"] = [{"step": 80, "settings": {"lr": 1e-4}}]
     (run / "hparams.json").write_text(json.dumps(record))
-    make_run(tmp_path / "copy_1", seed=1, evals={40: 1.0, 120: 2.0}, train={40: 1.0, 120: 3.0}, final=2.0)
+    other = make_run(tmp_path / "copy_1", seed=1, evals={40: 1.0, 120: 2.0}, train={40: 1.0, 120: 3.0}, final=2.0)
+    record = json.loads((other / "hparams.json").read_text())
+    record["control"] = [{"step": 30, "settings": {"lr": 1e-4}, "overridden": ["lr"]}]  # replaced at a resume
+    (other / "hparams.json").write_text(json.dumps(record))
     summary, lines, drawn = compute(read_runs([tmp_path])[0], reps=100)
-    (mark,) = summary["lines"][0]["control"]
+    mark, replaced = summary["lines"][0]["control"]
     assert (mark["step"], mark["wall_time_s"], mark["text"]) == (80, 8.0, "lr=0.0001")  # make_run: wall = step / 10
+    assert (replaced["step"], replaced["wall_time_s"]) == (30, None)  # before its first log row: no wall time
+    assert replaced["text"] == "lr=0.0001 (replaced at a resume)"
     assert any("the mean stops at 10 s" in n and "others at 12 s" in n for n in summary["notes"])
     fig = _draw_curves(summary, lines, drawn)
     for col, where in ((0, 80), (1, 8.0)):
         ax = _panel(fig, 1, col)
         dotted = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
-        assert [ln.get_xdata()[0] for ln in dotted] == [where]
+        assert [ln.get_xdata()[0] for ln in dotted] == ([where, 30] if col == 0 else [where])
         assert "lr=0.0001" in [t.get_text() for t in ax.texts]
     ends = [ln for ln in _panel(fig, 1, 1).lines if ln.get_marker() == "x"]
     assert sorted(ln.get_xdata()[0] for ln in ends) == [10.0, 12.0]
