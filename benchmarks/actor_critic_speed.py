@@ -1,0 +1,116 @@
+"""SAC and TD3 on HalfCheetahBulletEnv-v0, agent steps/s: our `sac_halfcheetah_bullet` and `td3_halfcheetah_bullet`
+against Stable-Baselines3's SAC and TD3 with the same rl-baselines3-zoo settings (TimeFeatureWrapper; SAC with gSDE,
+log_std_init -3, 8 gradient steps every 8 env steps; TD3 with N(0, 0.1) action noise, one gradient step per env step;
+400x300 networks, batch 256), as whole processes taking turns, at the same torch thread count.
+
+    .venv/bin/pip install stable-baselines3 sb3-contrib      # the peer, for benchmarks only
+    .venv/bin/python benchmarks/actor_critic_speed.py --rounds 3 --threads 1 2
+    .venv/bin/python benchmarks/actor_critic_speed.py --override matmul_precision=highest   # ours in fp32
+
+Both start learning after `--learning_starts` env steps (1000 here; the sets wait 10000), so that most measured steps
+are training steps, as they are for 99% of a 1M-step run. Reported per set and thread count, over the rounds: the
+training loop's agent steps/s (ours: progress.csv's last wall time; SB3: `learn()`), whole-process steps/s (imports,
+construction and our final 1-episode evaluation included), and the ratio ours / SB3 of each round, median [min-max].
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from common import last_json_line, print_table, run_process
+
+SETS = {"sac": "sac_halfcheetah_bullet", "td3": "td3_halfcheetah_bullet"}
+
+SB3_SCRIPT = """
+import json, sys, time
+import gymnasium as gym, numpy as np, torch
+import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
+from sb3_contrib.common.wrappers import TimeFeatureWrapper
+from stable_baselines3 import SAC, TD3
+from stable_baselines3.common.noise import NormalActionNoise
+algo, seed, steps, starts, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+torch.set_num_threads(threads)
+env = TimeFeatureWrapper(gym.make("HalfCheetahBulletEnv-v0"))
+if algo == "sac":  # rl-baselines3-zoo hyperparams/sac.yml, pybullet-defaults
+    model = SAC("MlpPolicy", env, learning_rate=7.3e-4, buffer_size=300_000, batch_size=256, ent_coef="auto",
+                gamma=0.98, tau=0.02, train_freq=8, gradient_steps=8, learning_starts=starts, use_sde=True,
+                policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]), seed=seed, device="cpu")
+else:  # rl-baselines3-zoo hyperparams/td3.yml, HalfCheetahBulletEnv-v0
+    noise = NormalActionNoise(np.zeros(6), 0.1 * np.ones(6))
+    model = TD3("MlpPolicy", env, learning_rate=1e-3, buffer_size=200_000, gamma=0.98, learning_starts=starts,
+                action_noise=noise, train_freq=1, gradient_steps=1, policy_kwargs=dict(net_arch=[400, 300]),
+                seed=seed, device="cpu")
+start = time.perf_counter()
+model.learn(steps)
+print(json.dumps({"train_s": time.perf_counter() - start}))
+"""
+
+
+def ours(set_name: str, seed: int, steps: int, starts: int, threads: int, override: str, out: Path) -> dict:
+    values = ",".join(x for x in [f"learning_starts={starts}", "eval_interval=0", f"torch_threads={threads}",
+                                  override] if x)
+    res = run_process([sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed",
+                       str(seed), "--train_steps", str(steps), "--eval_episodes", "1", "--hparam_override", values])
+    with (out / "progress.csv").open() as f:
+        train_s = float(list(csv.DictReader(f))[-1]["wall_time_s"])
+    return {"train_s": train_s, "wall_s": res["wall_s"]}
+
+
+def sb3(algo: str, seed: int, steps: int, starts: int, threads: int) -> dict:
+    res = run_process([sys.executable, "-c", SB3_SCRIPT, algo, str(seed), str(steps), str(starts), str(threads)])
+    return {"train_s": last_json_line(res["stdout"])["train_s"], "wall_s": res["wall_s"]}
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} [{min(values):.1f}-{max(values):.1f}]"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algos", nargs="+", default=list(SETS), choices=list(SETS))
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch threads, both sides")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=3000, help="env steps per process (default: %(default)s)")
+    p.add_argument("--learning_starts", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--override", default="", help="extra --hparam_override for ours, e.g. matmul_precision=highest")
+    args = p.parse_args()
+    results: dict[tuple, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for algo in args.algos:
+                for threads in args.threads:
+                    pair = {}
+                    order = ("rl", "sb3") if r % 2 == 0 else ("sb3", "rl")  # take turns going first
+                    for impl in order:
+                        if impl == "rl":
+                            pair[impl] = ours(SETS[algo], args.seed, args.steps, args.learning_starts, threads,
+                                              args.override, Path(tmp) / f"{algo}_{threads}_{r}")
+                        else:
+                            pair[impl] = sb3(algo, args.seed, args.steps, args.learning_starts, threads)
+                    results.setdefault((algo, threads), []).append(pair)
+                    print(f"round {r} {algo} threads {threads}: "
+                          + ", ".join(f"{k} {args.steps / v['train_s']:.1f} steps/s" for k, v in pair.items()),
+                          flush=True)
+    rows = []
+    for (algo, threads), pairs in results.items():
+        rate = {k: [args.steps / p[k]["train_s"] for p in pairs] for k in ("rl", "sb3")}
+        whole = {k: [args.steps / p[k]["wall_s"] for p in pairs] for k in ("rl", "sb3")}
+        rows.append({"set": SETS[algo], "threads": threads, "rounds": len(pairs),
+                     "rl steps/s": spread(rate["rl"]), "sb3 steps/s": spread(rate["sb3"]),
+                     "ratio": spread([a / b for a, b in zip(rate["rl"], rate["sb3"])]),
+                     "whole-process ratio": spread([a / b for a, b in zip(whole["rl"], whole["sb3"])])})
+    print(f"\nHalfCheetahBulletEnv-v0, {args.steps} env steps, learning from step {args.learning_starts}; "
+          f"ours {args.override or 'as set'}; median [min-max] over rounds")
+    print_table(rows, list(rows[0]))
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
