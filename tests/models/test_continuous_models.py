@@ -141,6 +141,7 @@ def test_gsde_mean_is_clipped_and_the_noise_is_a_function_of_the_state():
     obs = torch.randn(1, 3).expand(4, 3)
     a, _ = sampler(obs)
     assert torch.allclose(a, a[:1].expand(4, 2))
+    assert torch.allclose(sampler(obs)[0], a)  # and for every call of one gradient step (target and actor terms)
     b, _ = actor.sampler()(obs)  # a new matrix: another action
     assert not torch.allclose(a, b)
 
