@@ -16,9 +16,14 @@
   parameters at 4x84x84 (320 conv biases fewer, 30 scalars more). The torso sets `self_initialised`, so
   `init_orthogonal` (ActorCritic's ortho_init) leaves it alone.
 
-Both take uint8 frames [B, C, H, W] and scale them to [0, 1] themselves: observations travel to the device as uint8,
-a quarter of the bytes of float32. With `channels_last` the weights and the input are in channels-last memory format
-(NHWC), which oneDNN and cuDNN run faster on some hardware; the features are the same.
+- `elite_cnn`: seed B's network (elite_buffer_vtrace `model/network.py`, ../shared/REFERENCE.md 5.1): conv 64 3x3
+  s3, conv 64 3x3 s2, conv 128 3x3 s2, Linear 4608 -> 512, ReLU after each, on raw 0-255 pixels (seed B never scales
+  them), Glorot-uniform weights and zero biases (its `weights_init`). 2,472,960 parameters and 13.05M multiply-adds
+  per 4x84x84 frame stack, against the Nature CNN's 1.68M and 9.3M.
+
+The first two take uint8 frames [B, C, H, W] and scale them to [0, 1] themselves: observations travel to the device
+as uint8, a quarter of the bytes of float32. With `channels_last` the weights and the input are in channels-last memory
+format (NHWC), which oneDNN and cuDNN run faster on some hardware; the features are the same.
 """
 
 from __future__ import annotations
@@ -169,3 +174,35 @@ class ImpalaCNN(ConvTorso):
         for stage in self.stages:
             x = stage(x)
         return F.relu(self.fc(F.relu(x).flatten(1)))
+
+
+@models.register("elite_cnn")
+class EliteCNN(ConvTorso):
+    """Seed B's torso; `out_dim` = 512. Self-initialised (Glorot uniform, as published), so ortho_init leaves it
+    alone; it reads the frames unscaled, as seed B's network does."""
+
+    def __init__(self, in_shape: tuple[int, int, int], channels_last: bool = False):
+        super().__init__(channels_last)
+        c, h, w = in_shape
+        self.convs = nn.ModuleList([nn.Conv2d(c, 64, 3, 3), nn.Conv2d(64, 64, 3, 2), nn.Conv2d(64, 128, 3, 2)])
+        for conv in self.convs:
+            h, w = (h - 3) // conv.stride[0] + 1, (w - 3) // conv.stride[1] + 1
+        if h < 1 or w < 1:
+            raise ConfigError(f"elite_cnn needs frames of at least 21x21, got {in_shape[1]}x{in_shape[2]}")
+        self.fc = nn.Linear(128 * h * w, 512)
+        self.out_dim = 512
+        self.self_initialised = True
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    @classmethod
+    def build(cls, hp, obs_space) -> EliteCNN:
+        return cls(image_shape(obs_space, "elite_cnn"), hp.channels_last).finish(hp.channels_last)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.frames(obs)
+        for conv in self.convs:
+            x = F.relu(conv(x))
+        return F.relu(self.fc(x.flatten(1)))
