@@ -215,7 +215,7 @@ def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
     time.sleep(0.2)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
     stopped = trials_of(out)
-    assert [t.state for t in stopped] == [TrialState.RUNNING] * 2
+    assert [t.state for t in stopped] == [TrialState.WAITING] * 2  # back in the queue, under their numbers
     saved_steps = {i: max(int(p.stem.split("_")[1]) for p in (out / f"trial_{i}" / "checkpoints").glob("ckpt_*"))
                    for i in (0, 1)}
     assert all(2000 <= s < 20000 for s in saved_steps.values())
@@ -224,7 +224,6 @@ def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
     assert res.returncode == 0, res.stderr
     trials = trials_of(out)
     assert [(t.number, t.state) for t in trials] == [(0, TrialState.COMPLETE), (1, TrialState.COMPLETE)]
-    assert "trial 0 was interrupted: queued again under its number" in res.stdout
     assert "2 trials finished: 2 complete" in res.stdout
     for trial in trials:
         assert trial.params == stopped[trial.number].params  # the same settings, the same number
@@ -369,3 +368,57 @@ def test_each_sampler_and_pruner_is_the_one_asked_for():
     assert isinstance(studies.make_pruner("median", 10, 3000, 500), optuna.pruners.MedianPruner)
     assert isinstance(studies.make_pruner("hyperband", 10, 3000, 500), optuna.pruners.HyperbandPruner)
     assert isinstance(studies.make_pruner("none", 10, 3000, 500), optuna.pruners.NopPruner)
+
+
+@pytest.mark.slow
+def test_two_processes_sharing_a_journal_study_run_each_trial_once_with_one_killed_mid_trial(tmp_path):
+    """Two searches share a study in an Optuna journal file, as the pods of `--sys k8s --tune N --nodes K` do. One
+    is killed (SIGKILL, its worker too) in the middle of a trial and started again: the trial goes back to WAITING
+    under its number, continues from its checkpoint, and the N trials each complete exactly once."""
+    from rl.tune import study as studies
+
+    out, journal = tmp_path / "search", tmp_path / "study.journal"
+    argv = [sys.executable, str(ROOT / "train.py"), "--hparams", "ppo_cartpole", "--train_steps", "4000",
+            "--eval_episodes", "1", "--hparam_override", "eval_interval=1000,checkpoint_interval=500,log_interval=500",
+            "--tune_space", "lr=loguniform(1e-4,1e-2)", "--tune", "4", "--tune_jobs", "1", "--tune_pruner", "none",
+            "--tune_storage", str(journal), "--output_dir", str(out)]
+
+    def start():
+        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)  # its own process group: killed with its worker
+
+    first, other = start(), start()
+    victim = None
+    deadline = time.time() + 120
+    while victim is None:
+        assert time.time() < deadline and first.poll() is None and other.poll() is None, "no trial to kill"
+        time.sleep(0.05)
+        if not journal.exists():
+            continue
+        study = optuna.load_study(study_name="search", storage=studies.storage(str(journal), out))
+        for t in study.get_trials(states=(TrialState.RUNNING,)):
+            worker = t.user_attrs.get("worker", {})
+            folder = out / f"trial_{t.number}"
+            try:
+                ours = os.getpgid(worker.get("pid", -1)) == first.pid
+            except ProcessLookupError:
+                continue
+            if ours and list((folder / "checkpoints").glob("ckpt_*")) and not (folder / "eval.json").exists():
+                victim = t.number
+    os.killpg(first.pid, signal.SIGKILL)
+    killed_output = first.communicate(timeout=30)[0]
+    assert first.returncode == -signal.SIGKILL
+    restarted = start()
+    outputs = [killed_output] + [p.communicate(timeout=300)[0] for p in (other, restarted)]
+    assert other.returncode == 0 and restarted.returncode == 0, outputs
+
+    trials = optuna.load_study(study_name="search", storage=studies.storage(str(journal), out)).trials
+    assert [(t.number, t.state) for t in trials] == [(i, TrialState.COMPLETE) for i in range(4)]
+    text = "\n".join(outputs)
+    for t in trials:  # each trial's result was told once, by one process
+        assert sum(line.startswith(f"trial {t.number}: ") for line in text.splitlines()) == 1, text
+    assert f"trial {victim} " in text and "queued again under its number" in text
+    assert "resuming from step" in text  # the killed trial's run went on from its checkpoint
+    steps = [int(r.split(",")[0]) for r in (out / f"trial_{victim}" / "progress.csv").read_text().split()[1:]]
+    assert steps == sorted(steps) and steps[-1] == 4000
+    assert not (out / "trial_4").exists() and json.loads((out / "best.json").read_text())["trials"]["complete"] == 4

@@ -30,6 +30,7 @@ import fcntl
 import json
 import os
 import signal
+import threading
 import traceback
 import warnings
 from pathlib import Path
@@ -53,12 +54,17 @@ def search(args) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per finished trial, printed by the workers
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".search.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"another search is running in {out}") from None
+        if not shared(args):  # the default study.db is this search's alone
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"another search is running in {out}") from None
         store, study = open_search(args, hp, params)
-        for number in studies.recover(store, study):
+        if shared(args):  # other searches may be running trials: only those that lost their worker come back
+            stopped = _requeue_stale(store, study, studies.worker_id())
+        else:
+            stopped = studies.recover(store, study)
+        for number in stopped:
             print(f"trial {number} was interrupted: queued again under its number (it continues from its "
                   f"checkpoints)", flush=True)
         done = len(studies.finished(study.get_trials(deepcopy=False)))
@@ -78,7 +84,24 @@ def search(args) -> None:
                 print(f"\n{signal.Signals(signum).name}: the trials saved checkpoints; run the same command to resume "
                       f"the search.", flush=True)
                 raise SystemExit(128 + signum)
+            store, study = open_search(args, hp, params)
+            left = args.tune - len(studies.finished(study.get_trials(deepcopy=False)))
+            if shared(args) and left > 0:  # the rest run in other processes: the last of them reports
+                print(f"search: {left} of {args.tune} trials still run in other processes sharing the study; the "
+                      f"last to end writes best.json and the reports", flush=True)
+                return
         finish(args, out, hp, params, report=done < args.tune or not (out / "report").exists())
+
+
+def shared(args) -> bool:
+    """Whether other searches, on this machine or others, may work on the same study at the same time: the study is
+    in a --tune_storage (a journal file on a shared volume, or a database)."""
+    return bool(getattr(args, "tune_storage", None))
+
+
+def _requeue_stale(store, study: optuna.Study, me: dict) -> list[int]:
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    return studies.requeue(store, study.study_name, [t.number for t in running if studies.stale(t, me)])
 
 
 def open_search(args, hp=None, params=None) -> tuple:
@@ -238,7 +261,8 @@ def _run_workers(args, hp, params, jobs: int, threads: int) -> int:
 
 def _worker(args, hp, params: list[Param], threads: int, parent: int) -> None:
     """Take trials from the study until N have finished. A stop signal ends the run (it checkpoints) and the worker
-    with 128 + the signal; the trial stays RUNNING in the study, and the next search queues it again."""
+    with 128 + the signal; the trial goes back to WAITING, and the next search continues it. (A worker killed
+    outright leaves it RUNNING: the next search, or in a shared study the next worker to ask, queues it again.)"""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:  # the search's death is a SIGTERM: the run checkpoints and ends
@@ -248,29 +272,84 @@ def _worker(args, hp, params: list[Param], threads: int, parent: int) -> None:
     if os.getppid() != parent:
         os._exit(0)
     out = Path(args.output_dir)
-    study = optuna.load_study(study_name=study_name(args), storage=studies.storage(args.tune_storage, out),
-                              pruner=make_pruner(args, hp))
+    store, me = studies.storage(args.tune_storage, out), studies.worker_id()
+    study = optuna.load_study(study_name=study_name(args), storage=store, pruner=make_pruner(args, hp))
     try:
-        while (trial := _next_trial(study, args, hp, out)) is not None:
-            _run_trial(study, trial, args, hp, params, threads)
+        while (trial := _next_trial(study, store, me, args, hp, out)) is not None:
+            _run_trial(study, store, trial, me, args, hp, params, threads)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
 
 
-def _next_trial(study: optuna.Study, args, hp, out: Path):
+def _next_trial(study: optuna.Study, store, me: dict, args, hp, out: Path):
     """Ask for the next trial while fewer than N are finished or running; one worker at a time, so the search never
-    starts more than N, and each TPE draw is seeded by the number of trials before it."""
-    with open(out / ".ask.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    starts more than N, and each TPE draw is seeded by the number of trials before it. In a shared study the lock is
+    Optuna's journal file lock (a file created exclusively: it holds across the machines sharing the volume), and
+    the trials that lost their worker are queued again first."""
+    lock = _ask_lock(args, out)
+    try:
+        if shared(args):
+            for number in _requeue_stale(store, study, me):
+                print(f"trial {number} lost its worker: queued again under its number (it continues from its "
+                      f"checkpoints)", flush=True)
         trials = study.get_trials(deepcopy=False)
         running = [t for t in trials if t.state == TrialState.RUNNING]
         if len(studies.finished(trials)) + len(running) >= args.tune:
             return None
         study.sampler = studies.make_sampler(sampler_name(args), hp.seed, len(trials))
-        return study.ask()
+        trial = study.ask()
+        studies.beat(trial, me)
+        return trial
+    finally:
+        lock.release()
 
 
-def _run_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: list[Param], threads: int) -> None:
+def _ask_lock(args, out: Path):
+    """Held while a worker asks for a trial: fcntl's lock for this machine's workers, Optuna's journal file lock
+    when processes on other machines share the study."""
+    if shared(args):
+        from optuna.storages.journal import JournalFileOpenLock
+
+        lock = JournalFileOpenLock(str(out / ".ask.lock"))
+        lock.acquire()
+        return lock
+
+    class Flock:
+        def __init__(self):
+            self.file = open(out / ".ask.lock", "w")  # noqa: SIM115 - released by release()
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+
+        def release(self):
+            self.file.close()
+
+    return Flock()
+
+
+def _run_trial(study: optuna.Study, store, trial: optuna.Trial, me: dict, args, hp, params: list[Param],
+               threads: int) -> None:
+    """Run `trial` (continuing its run if it was stopped before), with a heartbeat that tells the other workers of
+    a shared study that it is still running. Stopped by a signal, it goes back to WAITING under its number."""
+    stop = threading.Event()
+
+    def heartbeat():
+        while not stop.wait(studies.HEARTBEAT_S):
+            studies.beat(trial, me)
+
+    beating = threading.Thread(target=heartbeat, name=f"trial-{trial.number}-heartbeat", daemon=True)
+    beating.start()
+    try:
+        _run_one_trial(study, trial, args, hp, params, threads)
+    except BaseException:  # a stop signal: the run saved a checkpoint; the trial waits for the next worker
+        stop.set()
+        beating.join()
+        studies.requeue(store, study.study_name, [trial.number])
+        raise
+    finally:
+        stop.set()
+        beating.join()
+
+
+def _run_one_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: list[Param], threads: int) -> None:
     for p in params:
         p.suggest(trial)
     text = override(params, trial.params)

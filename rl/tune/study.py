@@ -18,10 +18,19 @@
   killed process) is put back to WAITING under its own number, with its settings and the evaluations it reported;
   the next worker to ask takes it and continues its run from its checkpoints (`requeue`, rl/tune/search.py). Studies
   of older versions recorded such trials as FAIL with a `retry_of` copy; those are not counted twice.
+- Several searches may share one study (a `--tune_storage`: processes on several machines, the pods of an Indexed
+  Job). Each running trial carries its worker (`WORKER_ATTR`: host, pid, a token of that process, a heartbeat
+  refreshed every `HEARTBEAT_S`); a RUNNING trial is stale, and queued again by whichever worker asks next, when its
+  worker's process on this host is gone, or its heartbeat is older than `GRACE_S` (another host, or a pod whose
+  container restarted).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +41,9 @@ from rl.errors import ConfigError, first_line
 
 STUDY_NAME = "search"
 STARTUP_TRIALS = 5
+WORKER_ATTR = "worker"
+HEARTBEAT_S = 15.0
+GRACE_S = 120.0  # 8 missed heartbeats: a host's clock skew and a slow shared volume stay well inside it
 SAMPLERS = ("tpe", "random", "cmaes")
 PRUNERS = ("median", "hyperband", "none")
 
@@ -153,6 +165,41 @@ def recover(store: optuna.storages.BaseStorage, study: optuna.Study) -> list[int
     stale."""
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     return requeue(store, study.study_name, [t.number for t in running])
+
+
+def worker_id() -> dict:
+    """This process as a trial's worker (call it in the process that runs the trials: each fork has its own)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
+
+
+def beat(trial: optuna.Trial, worker: dict) -> None:
+    """Mark `trial` as run by `worker`, now."""
+    trial.set_user_attr(WORKER_ATTR, {**worker, "beat": time.time()})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale(trial: FrozenTrial, me: dict, now: float | None = None) -> bool:
+    """Whether RUNNING `trial` has lost its worker: a process of this host that is gone (or this very pid in an
+    earlier life, as a restarted container's), or a heartbeat older than GRACE_S."""
+    now = time.time() if now is None else now
+    worker = trial.user_attrs.get(WORKER_ATTR)
+    if not isinstance(worker, dict):  # asked but not yet marked, or by an older version: its start is the beat
+        start = trial.datetime_start.timestamp() if trial.datetime_start else now
+        return now - start > GRACE_S
+    if worker.get("host") == me["host"]:
+        pid = int(worker.get("pid", -1))
+        if not _alive(pid) or (pid == me["pid"] and worker.get("token") != me["token"]):
+            return True
+    return now - float(worker.get("beat", 0)) > GRACE_S
 
 
 def finished(trials: list[FrozenTrial]) -> list[FrozenTrial]:
