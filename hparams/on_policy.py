@@ -48,6 +48,11 @@ def on_policy() -> HParams:
     d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)",
       bound=one_of("adam", "rmsprop"))
     d("rmsprop_alpha", 0.99, "RMSprop's smoothing constant (optimizer=rmsprop)", bound=between(0, 1, high_open=True))
+    d("summed_eps", 0.0, "the optimizer's epsilon as given for a loss SUMMED over a batch (seed B's RMSprop 0.01): "
+      "the agent uses it / the elements its mean loss averages (num_steps x batch sequences), replacing adam_eps "
+      "(0: off, adam_eps as set)", bound=at_least(0))
+    d("summed_clip", 0.0, "the gradient-norm clip as given for a loss SUMMED over a batch (seed B's 40): the agent "
+      "uses it / the elements its mean loss averages, replacing max_grad_norm (0: off)", bound=at_least(0))
     # asynchronous collection (num_workers > 0): the policy lag and its corrections
     d("vtrace", False, "advantages and value targets by V-trace (Espeholt et al. 2018) against the learner's current "
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
@@ -62,8 +67,10 @@ def on_policy() -> HParams:
       "default is seed B's 'no replay'")
     d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
       "10 x batch_rollouts) sequences", bound=between(0, 1))
-    d("lr_end_value", 0.0, "impala with lr_decay: the rate decays linearly (polynomial, power 1) to this over "
+    d("lr_end_value", 0.0, "impala with lr_decay: the rate decays polynomially (power lr_decay_power) to this over "
       "lr_scheduler_steps batches", bound=at_least(0))
+    d("lr_decay_power", 1.0, "impala with lr_decay: the power of the polynomial decay, lr_end_value + (lr - "
+      "lr_end_value) (1 - batches / lr_scheduler_steps)^power (seed B: 2)", bound=above(0))
     d("lr_scheduler_steps", 10000, "impala: batches over which lr decays (lr_decay) and elite sampling's lambda "
       "anneals (with alfa_annealing_factor)", bound=at_least(1))
     d("clear_policy_coef", 0.0, "impala: CLEAR's policy cloning, + this x mean KL(pi || mu) (Rolnick et al. 2019: "

@@ -1,24 +1,27 @@
 """Sets of the Scheme's named architectures (rl/parallel; README "The Scheme" maps seed A's Table 4 onto settings).
 
 - `impala`: seed B's V-trace actor-critic (its README's command: `--batch_size=10 --r_f_steps=10 --worker_count=2
-  --envs_per_worker=2`), with IMPALA's optimisation (REFERENCE 5.1 and 6.4: RMSprop lr 4.8e-4, epsilon 0.01, gradient
-  norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error). B's epsilon and clip are for its loss SUMMED over
-  the k = r_f_steps x batch_size = 10 x 10 = 100 elements of a batch, stepped by torch.optim.RMSprop (alpha 0.99, not
+  --envs_per_worker=2`) with a constant learning rate of 4.8e-4, IMPALA's (REFERENCE 6.4), not seed B's (8e-4
+  decayed with power 2 to 1e-5: the `*_seaquest` / `*_breakout` sets below); seed B's RMSprop epsilon 0.01, gradient
+  norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error (REFERENCE 5.1). B's epsilon and clip are for its
+  loss SUMMED over the k = r_f_steps x batch_size elements of a batch, stepped by torch.optim.RMSprop (alpha 0.99, not
   centered), whose epsilon sits outside the square root: p -= lr g / (sqrt(v) + eps). Our `vtrace` loss is the MEAN
   over the same elements, B's loss / k, so its gradient is g / k, v becomes v / k^2 and sqrt(v) becomes sqrt(v) / k;
   the step lr (g / k) / (sqrt(v) / k + eps') equals B's lr g / (sqrt(v) + eps) exactly when eps' = eps / k, and a
-  global-norm clip commutes with the scale (clip(g / k, c / k) = clip(g, c) / k), so c' = c / k. Hence epsilon
-  0.01 / 100 = 1e-4 and clip 40 / 100 = 0.4; the learning rate needs no change (RMSprop divides the scale out), and
-  centering would not change the rule (v - m^2 scales by 1 / k^2 too). With TF's convention (epsilon inside the
-  root) the rescale would be eps / k^2 instead. This set learns from fresh rollouts only; seed B's replay, elite
-  replay and CLEAR are the Pong sets below.
+  global-norm clip commutes with the scale (clip(g / k, c / k) = clip(g, c) / k), so c' = c / k. The sets give B's
+  values as `summed_eps` 0.01 and `summed_clip` 40 and the agent divides them by the k of the run, whatever overrides
+  `num_steps` or `batch_rollouts` (k = 10 x 10: 1e-4 and 0.4); the learning rate needs no change (RMSprop divides the
+  scale out), and centering would not change the rule (v - m^2 scales by 1 / k^2 too). With TF's convention (epsilon
+  inside the root) the rescale would be eps / k^2 instead. This set learns from fresh rollouts only; seed B's replay,
+  elite replay and CLEAR are the Pong sets below.
 - `impala_pong`, `elite_impala_pong`, `attentive_impala_pong`: seed B's agent (agent=impala, rl/agents/impala.py)
   with its replay, elite replay and attentive replay on Pong; `impala_cartpole`: `impala` on CartPole, fresh rollouts
-  only (agent a2c with the vtrace loss). The Pong sets use the Nature CNN: seed B's
-  own network (`model/network.py`) is three convolutions (64, 64, 128 channels, 3x3 stride 2) and a 512-wide ReLU
-  layer that its elite replay reads as the feature vector, the Nature CNN's shape at a third of its compute; the
-  IMPALA CNN (`--hparam_override torso=impala_cnn`) is 5 times the Nature CNN's compute per frame and ran this set at
-  119 agent steps/s on 2 cores, against about 730 with the Nature CNN.
+  only (agent a2c with the vtrace loss). The Pong sets use the Nature CNN (9.3M multiply-adds a frame stack) and
+  IMPALA's constant lr 4.8e-4, not seed B's network and schedule: seed B's own network (`model/network.py`,
+  `torso=elite_cnn`) is three 3x3 convolutions of 64 (stride 3), 64 (stride 2) and 128 (stride 2) channels and a
+  512-wide ReLU layer that its elite replay reads as the feature vector, on raw 0-255 pixels: 13.0M multiply-adds,
+  1.4 times the Nature CNN's. The IMPALA CNN (`--hparam_override torso=impala_cnn`) is 5 times the Nature CNN's
+  compute per frame and ran this set at 119 agent steps/s on 2 cores, against about 730 with the Nature CNN.
 - `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, 4 epochs, clip 0.1, Adam eps 1e-5, value 0.5,
   GAE 0.95, V-trace rho = c = 1, Nature CNN, linear decay) with Sample Factory's own Atari defaults
   (`sf_examples/atari/atari_params.py`) where seed C's values do not learn Pong in the first million steps:
@@ -53,12 +56,12 @@ def impala() -> HParams:
     hp.num_workers, hp.num_envs = 2, 2
     hp.num_steps, hp.batch_rollouts = 10, 10  # r_f_steps, batch_size
     hp.epochs, hp.batch_size, hp.normalize_advantage = 1, 0, False
-    # B sums its loss over the k = r_f_steps x batch_size = 100 elements of a batch; our `vtrace` loss is their mean,
-    # B's loss / k: gradients and RMSprop's sqrt(v) are k times smaller, so torch's eps (outside the sqrt) and the
-    # global-norm clip are divided by k for the same steps (tests/grad_comp/test_impala_optimizer_scale.py)
-    k = hp.num_steps * hp.batch_rollouts
-    hp.optimizer, hp.lr, hp.adam_eps, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.01 / k, 0.99  # B: eps 0.01
-    hp.max_grad_norm = 40.0 / k  # B: clip 40
+    # B sums its loss over the k = r_f_steps x batch_size elements of a batch; our `vtrace` loss is their mean, B's
+    # loss / k: gradients and RMSprop's sqrt(v) are k times smaller, so the agent divides torch's eps (outside the
+    # sqrt) and the global-norm clip by k, recomputed from whatever num_steps and batch size the run has
+    # (tests/grad_comp/test_impala_optimizer_scale.py)
+    hp.optimizer, hp.lr, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.99  # lr: IMPALA's (REFERENCE 6.4); B's is 8e-4
+    hp.summed_eps, hp.summed_clip = 0.01, 40.0  # B's RMSprop eps and clip
     hp.ent_coef = 0.01
     hp.vf_coef = 0.25  # B: 0.5 x 1/2 (v - V)^2; our value loss is the unhalved squared error
     hp.gamma = 0.99
@@ -85,7 +88,7 @@ def _seed_b(hp: HParams, replay: str) -> HParams:
 
 
 def _pong(hp: HParams) -> HParams:
-    """On PongNoFrameskip-v4 with the Nature CNN: the shape of seed B's own network."""
+    """On PongNoFrameskip-v4 with the Nature CNN (not seed B's network: `elite_cnn`)."""
     hp = _atari(hp)
     hp.torso = "nature_cnn"
     hp.activation = "relu"
@@ -118,7 +121,7 @@ def elite_impala_pong() -> HParams:
 @hparams.register
 def attentive_impala_pong() -> HParams:
     """`elite_impala_pong` with seed B's modified attentive replay: the candidates most similar to the newest
-    rollout's last observation first (REFERENCE 5.3)."""
+    rollout's last acted observation first (REFERENCE 5.3)."""
     return _seed_b(_pong(impala()), SEED_B_ATTENTIVE)
 
 
@@ -128,8 +131,8 @@ def impala_cartpole() -> HParams:
     hp = _cartpole(impala())
     hp.num_envs, hp.num_steps, hp.batch_rollouts = 4, 16, 8
     hp.optimizer, hp.lr = "adam", 3e-3
-    hp.adam_eps = 1e-5
-    hp.max_grad_norm = 0.5
+    hp.adam_eps, hp.summed_eps = 1e-5, 0.0
+    hp.max_grad_norm, hp.summed_clip = 0.5, 0.0
     hp.ent_coef = 0.0
     hp.vf_coef = 0.5
     hp.train_steps = 60_000

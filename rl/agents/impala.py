@@ -181,13 +181,18 @@ class ImpalaAgent(OnPolicyAgent):
         if "lr" in values:  # its own schedule (below), in effect from now
             self.optimizer.lr = self._lr()
 
+    def loss_elements(self) -> int:
+        """T x the batch's sequences: the elements the V-trace loss is the mean over (summed_eps, summed_clip)."""
+        return self.hp.num_steps * sum(shares(self.specs, self.hp.batch_rollouts))
+
     def _lr(self) -> float:
-        """Seed B's polynomial (power 1) decay from lr to lr_end_value over lr_scheduler_steps batches."""
+        """Seed B's polynomial decay (`PolynomialLRDecay`, power 2 there: lr_decay_power) from lr to lr_end_value over
+        lr_scheduler_steps batches, then lr_end_value."""
         hp = self.hp
         if not hp.lr_decay:
             return hp.lr
         remaining = max(0.0, 1.0 - self.updates / max(1, hp.lr_scheduler_steps))
-        return hp.lr_end_value + (hp.lr - hp.lr_end_value) * remaining
+        return hp.lr_end_value + (hp.lr - hp.lr_end_value) * remaining ** hp.lr_decay_power
 
     def learn(self, batch: SequenceBatch) -> dict:
         """One gradient step of V-trace on `batch`: the current model scores all T+1 observations of every sequence

@@ -46,7 +46,8 @@ class OnPolicyAgent(Agent):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
         _check_vector_mode(hp)
         self.model = models[hp.model].build(hp, obs_space, action_space).to(self.device)
-        self.optimizer = FlatAdam(self.model, hp.lr, hp.adam_eps, kind=hp.optimizer, rmsprop_alpha=hp.rmsprop_alpha)
+        self.optimizer = FlatAdam(self.model, hp.lr, self.optimizer_eps(), kind=hp.optimizer,
+                                  rmsprop_alpha=hp.rmsprop_alpha)
         self.policy = act_select[hp.act_select].build(hp, action_space, seed=seed + 1)
         # evaluation acts greedily, or samples with a generator of its own (`eval_deterministic=False`), so that
         # evaluating never moves the training policy's random stream
@@ -142,6 +143,21 @@ class OnPolicyAgent(Agent):
         return (hp.lr * (remaining if hp.lr_decay else 1.0),
                 hp.clip_range * (remaining if hp.clip_decay else 1.0))
 
+    def loss_elements(self) -> int:
+        """The elements the loss is the mean over: a minibatch of batch_size, or the whole rollout."""
+        return self.hp.batch_size or self.hp.num_steps * self.num_envs
+
+    def optimizer_eps(self) -> float:
+        """adam_eps, or summed_eps / loss_elements: a summed loss's gradient is k times the mean's and so is
+        RMSprop's sqrt(v), so the mean loss takes the same steps with eps / k (epsilon outside the root, as torch)."""
+        hp = self.hp
+        return hp.summed_eps / self.loss_elements() if hp.summed_eps > 0 else hp.adam_eps
+
+    def grad_clip(self) -> float:
+        """max_grad_norm, or summed_clip / loss_elements (a global-norm clip commutes with the 1 / k scale)."""
+        hp = self.hp
+        return hp.summed_clip / self.loss_elements() if hp.summed_clip > 0 else hp.max_grad_norm
+
     def settings_changed(self, values: dict) -> None:
         """A new base rate or clip takes effect now, at the schedule's point for this step (the next update
         recomputes both at its own step)."""
@@ -149,7 +165,7 @@ class OnPolicyAgent(Agent):
             self.optimizer.lr, self._clip = self._schedule()
 
     def in_effect(self, keys) -> dict:
-        now = {"lr": self.optimizer.lr, "clip_range": self._clip}
+        now = {"lr": self.optimizer.lr, "clip_range": self._clip, "max_grad_norm": self.grad_clip()}
         return {k: now[k] if k in now else getattr(self.hp, k) for k in keys}
 
     def _forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None):
@@ -246,8 +262,8 @@ class OnPolicyAgent(Agent):
         if grad is not opt.grad:
             opt.zero_grad()
             opt.grad.copy_(grad)
-        if self.hp.max_grad_norm > 0:
-            opt.clip_grad_norm(self.hp.max_grad_norm)
+        if self.grad_clip() > 0:
+            opt.clip_grad_norm(self.grad_clip())
         opt.step()
         self.grad_steps += 1
 

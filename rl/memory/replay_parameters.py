@@ -36,7 +36,7 @@ class ReplaySpec:
 
     type: str
     capacity: int  # sequences held
-    sample_ratio: float  # its share of each batch: int(batch_size * sample_ratio) sequences
+    sample_ratio: float  # its share of each batch: batch_size * sample_ratio sequences, a whole number
 
 
 @dataclass(frozen=True)
@@ -136,15 +136,20 @@ def parse_replay_parameters(text: str | list) -> tuple[ReplaySpec, ...]:
 
 
 def shares(specs: tuple[ReplaySpec, ...], batch_size: int) -> list[int]:
-    """Each buffer's sequences per batch, int(batch_size * sample_ratio) as the published buffers sample; an error
-    for a share of zero (that buffer would never be sampled). Truncation may leave the batch below batch_size, as
-    there (e.g. 3 buffers of 1/3 of 10: 9 sequences)."""
+    """Each buffer's sequences per batch, batch_size * sample_ratio. Seed B's learner refuses a share that is not a
+    whole number ("Only whole number mini-batch size is allowed!"), and so does this, in one line; a share of zero
+    (a buffer never sampled) is refused too."""
     counts = []
     for i, spec in enumerate(specs):
-        k = int(batch_size * spec.sample_ratio)
+        share = batch_size * spec.sample_ratio
+        k = round(share)
+        if abs(share - k) > TOLERANCE * max(1, batch_size):
+            raise ConfigError(f"replay_parameters[{i}] ({spec.type}): sample_ratio {spec.sample_ratio:g} of "
+                              f"batch_rollouts {batch_size} is {share:g} sequences: a share must be a whole number "
+                              f"of sequences (change sample_ratio or batch_rollouts)")
         if k == 0:
             raise ConfigError(f"replay_parameters[{i}] ({spec.type}): sample_ratio {spec.sample_ratio:g} of "
-                              f"batch_size {batch_size} is 0 sequences: raise it to at least {1 / batch_size:g}")
+                              f"batch_rollouts {batch_size} is 0 sequences: raise it to at least {1 / batch_size:g}")
         counts.append(k)
     return counts
 

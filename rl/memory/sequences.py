@@ -281,7 +281,7 @@ class SequenceBuffer:
     def __init__(self, spec: ReplaySpec, T: int, obs_shape: tuple, obs_dtype, batch_size: int, seed: int = 0,
                  **store_kw):
         self.spec, self.capacity, self.batch_size = spec, int(spec.capacity), int(batch_size)
-        self.share = int(batch_size * spec.sample_ratio)
+        self.share = round(batch_size * spec.sample_ratio)  # whole (`shares` refuses others)
         self.store = SequenceStore(self._slots(), T, obs_shape, obs_dtype, **store_kw)
         self.size = self.pos = self.written = 0
         self.newest = -1  # the slot of the most recent rollout (attentive sampling's query)
@@ -353,7 +353,7 @@ class QueueBuffer(SequenceBuffer):
 
     def ready(self, batch_size: int, training_fill_in_factor: float = 0.2) -> bool:
         need = fill_in_amount(self.spec, batch_size, training_fill_in_factor)
-        return self.size >= max(need, int(batch_size * self.spec.sample_ratio), 1)
+        return self.size >= max(need, round(batch_size * self.spec.sample_ratio), 1)
 
     def _place(self, n: int, fields: dict, features_for) -> np.ndarray:
         slots_total = self.store.slots
@@ -416,9 +416,10 @@ class CustomBuffer(SequenceBuffer):
 
     def similarity(self, idx: np.ndarray, features_for: FeaturesFor) -> torch.Tensor:
         """Attentive sampling's distances: each candidate's current features [T, F] to those of the newest rollout's
-        last observation (its bootstrap one), tiled T times; one batched call covers the candidates and the query."""
+        last acted observation (as published: its features of the T+1 states with the bootstrap one dropped, then the
+        last), tiled T times; one batched call covers the candidates and the query."""
         cand = self.store.gather_obs(idx, bootstrap=False)
-        query = self.store.gather_obs(np.array([self.newest]))[-1]
+        query = self.store.gather_obs(np.array([self.newest]), bootstrap=False)[-1]
         flat = torch.cat([cand.flatten(0, 1), query])[None]  # [1, T * n + 1, ...]: one pass
         feats = features_for(flat)[0].float()
         cand = feats[:-1].view(*cand.shape[:2], -1).transpose(0, 1)

@@ -90,13 +90,18 @@ def test_ratios_summing_to_one_within_tolerance_pass():
     assert len(parse_replay_parameters([q(ratio=0.3), q(ratio=0.6), q(ratio=0.1)])) == 3  # sums to 1 - 1e-16
 
 
-def test_shares_truncate_and_a_zero_share_is_one_line():
+def test_shares_are_whole_and_a_non_integer_or_zero_share_is_one_line():
     specs = parse_replay_parameters(UNIFORM)
     assert shares(specs, 10) == [5, 5]
-    assert shares(parse_replay_parameters([q(ratio=1 / 3)] * 3), 10) == [3, 3, 3]
-    assert shares(parse_replay_parameters([q(ratio=0.36), q(ratio=0.64)]), 10) == [3, 6]  # truncated, not rounded
-    with pytest.raises(ConfigError, match=r"\[0\] \(queue\): sample_ratio 0.05 of batch_size 10 is 0 sequences"):
-        shares(parse_replay_parameters([q(ratio=0.05), q(ratio=0.95)]), 10)
+    assert shares(parse_replay_parameters([q(ratio=0.29), q(ratio=0.71)]), 100) == [29, 71]  # 28.999999999999996
+    assert shares(parse_replay_parameters([q(ratio=0.8), q(ratio=0.2)]), 10) == [8, 2]
+    for ratios, batch, share in (([1 / 3] * 3, 10, "3.33333"), ([0.36, 0.64], 10, "3.6")):
+        with pytest.raises(ConfigError, match=rf"\[0\] \(queue\): sample_ratio .* of batch_rollouts {batch} is "
+                                              rf"{share} sequences: a share must be a whole number") as info:
+            shares(parse_replay_parameters([q(ratio=r) for r in ratios]), batch)  # seed B refuses, not rounds
+        assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"\[0\] \(queue\): sample_ratio 0 of batch_rollouts 10 is 0 sequences"):
+        shares(parse_replay_parameters([q(ratio=0.0), q(ratio=1.0)]), 10)
 
 
 def test_fill_in_amount():

@@ -312,7 +312,8 @@ def test_elite_sampling_ranks_the_pool_with_one_batched_call():
     assert set(idx.tolist()) <= set(ranked[:2])  # the most on-policy first
 
 
-def test_attentive_sampling_ranks_most_similar_to_the_newest_last_state():
+def test_attentive_sampling_ranks_most_similar_to_the_newest_last_acted_state():
+    """The query is the newest rollout's last acted state (T - 1): seed B drops the bootstrap one's features."""
     extra = ', "sample_strategy": "attentive_sampling", "lambda_batch_multiplier": 6, "elite_sampling_strategy": ' \
             '"strategy1"'
     buf = custom(extra, capacity=6, batch_size=1, lr_scheduler_steps=1000)
@@ -320,19 +321,25 @@ def test_attentive_sampling_ranks_most_similar_to_the_newest_last_state():
     for r in range(6):
         buf.add(sequences(obs, nxt, term, trunc, r * T))
 
+    seen = []
+
     def features_for(obs):  # the episode of the newest frame: rollouts of later episodes look alike
+        seen.append(obs)
         return obs[..., -1, 0, 1].float()[..., None].expand(*obs.shape[:2], F).clone()
 
     newest = features_for(buf.store.gather_obs(np.array([5])))[:, 0, 0]
     idx = buf.sample(1, np.random.default_rng(0), features_for=features_for)
+    query = seen[-1][0, -1]  # one pass: the candidates' acted states, then the query
+    acted, bootstrap = buf.store.gather_obs(np.array([5]))[T - 1:, 0]
+    assert torch.equal(query, acted) and not torch.equal(query, bootstrap)
     uniq = np.unique(np.random.default_rng(0).choice(6, int(buf.sampler.lam)))
     cand = features_for(buf.store.gather_obs(uniq))[:-1, :, 0].T  # [u, T]
 
     def nearest(query):
         return int(uniq[int((cand - query).norm(dim=1).argmin())])
 
-    assert nearest(newest[-1]) != nearest(newest[0])  # the query is the bootstrap (last) state, not the first
-    assert idx.tolist() == [nearest(newest[-1])]
+    assert nearest(newest[T - 1]) != nearest(newest[0])
+    assert idx.tolist() == [nearest(newest[T - 1])]
 
 
 # ------------------------------------------------------------------ composition, gating, checkpoints
