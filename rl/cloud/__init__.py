@@ -15,6 +15,11 @@ def submit_run(args, argv: list[str]) -> None:
     from rl.hparams import resolve_hparams
 
     hp = resolve_hparams(args, Path(args.output_dir))
+    if getattr(args, "tune", None) is not None:  # a bad search fails here, not in its pods
+        from rl.tune.search import check_flags, check_space
+
+        check_flags(args)
+        check_space(args, hp)
     p = plan(args, argv, hp)
     docs = render(p)
     if args.dry_run:

@@ -6,7 +6,10 @@ The kind follows from where the run's processes go:
 - collection or asynchronous gradient workers over several nodes, or `--ray_address`: a KubeRay RayJob
   (k8s/rayjob.yaml: the learner is the driver, on the accelerator pod; the workers are Ray actors on CPU pods);
 - synchronous gradient workers over several nodes (DPPO: `num_workers` 0): a Kubeflow PyTorchJob
-  (k8s/pytorchjob.yaml: one rank a pod, one accelerator a rank; the operator sets RANK and WORLD_SIZE).
+  (k8s/pytorchjob.yaml: one rank a pod, one accelerator a rank; the operator sets RANK and WORLD_SIZE);
+- a search (`--tune N`) over several nodes: an Indexed Job of `--nodes` pods (k8s/job-gpu.yaml), each running the
+  same search on one study in an Optuna journal file on the shared volume (`--tune_storage`, unless given:
+  rl/tune/study.py), taking trials until N are done; each pod runs as many trials at once as it has CPUs.
 
 The train.py command travels as a list of arguments (a RayJob's entrypoint as one shell string quoted with
 shlex), so every flag and `--hparam_override` arrives exactly as typed; only the cluster's own flags are dropped,
@@ -115,7 +118,10 @@ def plan(args, argv: list[str], hp) -> Plan:
     nodes = 1 if args.nodes is None else args.nodes
     if nodes < 1:
         raise ConfigError(f"--nodes must be at least 1, got {nodes}")
-    kind = choose_kind(hp, accelerator, nodes)
+    tune = getattr(args, "tune", None) is not None
+    if tune and hp.ray_address:
+        raise ConfigError("a search runs its trials in its own pods: --ray_address does not apply to --tune")
+    kind = "Job" if tune else choose_kind(hp, accelerator, nodes)
     if kind == "PyTorchJob" and args.copies > 1:
         raise ConfigError("--copies runs independent seeds in one pod; with --nodes > 1 the pods are one run's ranks: "
                           "submit each copy with --nodes 1, or drop --copies")
@@ -128,7 +134,13 @@ def plan(args, argv: list[str], hp) -> Plan:
         raise ConfigError(f"--memory {memory!r} is not a Kubernetes quantity: e.g. 16Gi, 512Mi")
     p = Plan(kind, name, args.namespace, image, accelerator, [], cpus, memory)
     p.train_args = cluster_argv(argv, p.output_dir, ray=kind == "RayJob")
-    if kind == "PyTorchJob":
+    if tune and nodes > 1:  # the pods of an Indexed Job share one study
+        p.replicas = nodes
+        if not getattr(args, "tune_storage", None):
+            p.train_args += ["--tune_storage", f"{p.output_dir}/study.journal"]
+        if getattr(args, "tune_jobs", None) is None:  # the pod's CPUs, not its node's (os.cpu_count in a pod)
+            p.train_args += ["--tune_jobs", str(max(1, cpus // (1 + hp.num_workers)))]
+    elif kind == "PyTorchJob":
         p.replicas = nodes * max(1, accelerator.count)  # one rank a pod, one accelerator a rank
     elif kind == "RayJob":
         p.replicas = max(1, nodes - 1)  # CPU pods for the workers; the learner has the accelerator pod
@@ -180,6 +192,8 @@ def render_job(p: Plan) -> dict:
     template = doc["spec"]["template"]
     _label(template.setdefault("metadata", {}), p.name)
     pod = template["spec"]
+    if p.replicas > 1:  # a search's pods: one Job of `replicas` indexed pods, all at once
+        doc["spec"].update({"completionMode": "Indexed", "completions": p.replicas, "parallelism": p.replicas})
     c = _container(pod, "train")
     c["image"], c["args"] = p.image, list(p.train_args)
     _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)

@@ -177,15 +177,7 @@ def check(args, out: Path) -> tuple:
     what cannot be searched."""
     from rl.run import CLUSTER_ONLY, env_member
 
-    if args.tune < 1:
-        raise ConfigError(f"--tune must be a positive number of trials, got {args.tune}")
-    if (args.tune_jobs or 0) < 0:
-        raise ConfigError(f"--tune_jobs must be 0 (one per core) or a positive number, got {args.tune_jobs}")
-    if args.copies < 1:
-        raise ConfigError(f"--copies must be at least 1, got {args.copies}")
-    if not args.training:
-        raise ConfigError("--tune trains its trials; evaluate a trial with --training False --output_dir "
-                          "OUTPUT_DIR/trial_<i>")
+    check_flags(args)
     cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
     if cluster:
         raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this search is --sys local)")
@@ -196,6 +188,24 @@ def check(args, out: Path) -> tuple:
     if not getattr(args, "tune_storage", None) and not (out / "study.db").exists() and any(out.glob("trial_*")):
         raise ConfigError(f"{out} holds trial_* folders but no study.db: use another --output_dir")
     hp = resolve_hparams(args, out)
+    return hp, check_space(args, hp)
+
+
+def check_flags(args) -> None:
+    if args.tune < 1:
+        raise ConfigError(f"--tune must be a positive number of trials, got {args.tune}")
+    if (args.tune_jobs or 0) < 0:
+        raise ConfigError(f"--tune_jobs must be 0 (one per core) or a positive number, got {args.tune_jobs}")
+    if args.copies < 1:
+        raise ConfigError(f"--copies must be at least 1, got {args.copies}")
+    if not args.training:
+        raise ConfigError("--tune trains its trials; evaluate a trial with --training False --output_dir "
+                          "OUTPUT_DIR/trial_<i>")
+
+
+def check_space(args, hp) -> list[Param]:
+    """The parsed --tune_space, its choices checked as a run's parts, and the pruner's evaluations placed (or a
+    line saying why they cannot be); `--sys k8s` calls this before it submits."""
     params = parse_space(args.tune_space, hp)
     fixed = {item.split("=", 1)[0].strip() for item in split_top_level(args.hparam_override or "")}
     both = [p.name for p in params if p.name in fixed]
@@ -210,7 +220,7 @@ def check(args, out: Path) -> tuple:
             except ConfigError as exc:
                 raise ConfigError(f"--tune_space {p.name}=choice(...): {format_value(value)}: {exc}") from None
     evaluation_interval(args, hp)  # the pruner gets its evaluations, or a line says why not
-    return hp, params
+    return params
 
 
 def identity(args, hp, params: list[Param]) -> dict:

@@ -118,3 +118,37 @@ def test_the_rendered_command_runs(capsys, tmp_path):
     train.parser().parse_args(argv)
     assert train.main([*argv, "--train_steps", "64", "--eval_episodes", "1"]) == 0
     assert (tmp_path / "run" / "eval.json").exists()
+
+
+def test_a_search_over_nodes_is_an_indexed_job_sharing_one_journal_study(capsys):
+    space = "lr=loguniform(1e-4,1e-2),batch_size=choice(64,256)"
+    _, job = render(capsys, "--hparams", "ppo_cartpole", "--tune", "12", "--tune_space", space, "--nodes", "3",
+                    "--cpus", "4")
+    assert job["kind"] == "Job"
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
+    k8s_checks.check_job_failure_policy(job)
+    k8s_checks.check_run_volumes(spec["template"]["spec"])
+    (argv,) = k8s_checks.train_argv(job)
+    assert argv == ["--output_dir", "/runs/my-pong-v5", "--hparams", "ppo_cartpole", "--tune", "12", "--tune_space",
+                    space, "--tune_storage", "/runs/my-pong-v5/study.journal", "--tune_jobs", "4"]
+    args = __import__("train").parser().parse_args(argv)
+    assert (args.tune, args.tune_storage, args.tune_jobs) == (12, "/runs/my-pong-v5/study.journal", 4)
+    # one node: the plain Job of a search in study.db, as before; a URL the user gives is kept
+    _, one = render(capsys, "--hparams", "ppo_cartpole", "--tune", "12", "--tune_space", space)
+    assert "completionMode" not in one["spec"] and "--tune_storage" not in k8s_checks.train_argv(one)[0]
+    _, db = render(capsys, "--hparams", "ppo_cartpole", "--tune", "12", "--tune_space", space, "--nodes", "2",
+                   "--tune_storage", "postgresql://rl@db/optuna")
+    assert k8s_checks.flag_values(k8s_checks.train_argv(db)[0], "--tune_storage") == ["postgresql://rl@db/optuna"]
+
+
+def test_a_bad_search_is_refused_before_rendering(capsys):
+    import train
+
+    for extra, needle in [(["--tune_space", "lr=uniform(0,1)"], "'lr' must be > 0"),
+                          (["--tune_space", "env=choice(CartPole-v1,NoSuchEnv-v0)"], "NoSuchEnv-v0"),
+                          (["--tune_space", "lr=uniform(0.1,1)", "--ray_address", "auto"], "--ray_address does not")]:
+        assert train.main(["--sys", "k8s", "--output_dir", "runs/x", "--hparams", "ppo_cartpole", "--tune", "4",
+                           "--nodes", "2", *extra, "--dry_run", "True"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, (extra, err)
