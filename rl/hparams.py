@@ -329,7 +329,10 @@ def resolve_hparams(args, output_dir: Path) -> HParams:
     for name in FLAG_SETTINGS:
         value = getattr(args, name, None)
         if value is not None:
-            setattr(hp, name, value)
+            try:
+                setattr(hp, name, value)
+            except ConfigError as exc:
+                raise ConfigError(f"--{name}: {exc}") from None
     if "ray_address" in hp and not hp.ray_address:
         hp.ray_address = os.environ.get("RAY_ADDRESS", "")
     for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):

@@ -76,6 +76,9 @@ def test_hparam_override_out_of_bounds_is_one_line(capsys, tmp_path):
                        "--hparam_override", "lr=-1")
     assert status == 2
     one_line(err, "--hparam_override", "'lr'", "> 0", "-1.0")
+    status, err = main(capsys, "--hparams", "ppo_cartpole", "--output_dir", str(tmp_path / "run"), "--seed", "-3")
+    assert status == 2
+    one_line(err, "--seed", "'seed'", ">= 0", "-3")
     assert not (tmp_path / "run").exists()
 
 
