@@ -79,6 +79,10 @@ def on_policy() -> HParams:
       bound=at_least(0))
     d("laser_kl_threshold", 0.0, "impala: LASER's trust-region mask, steps with KL(pi || mu) >= this leave the "
       "V-trace targets and the loss (Schmitt et al. 2019: 0.3; 0 = off)", bound=at_least(0))
+    d("probe_size", 0, "impala: observations in the fixed probe set (spread over the first batch learned from) on "
+      "which the KL between consecutive policies is measured, volatility/policy_kl (0: off)", bound=at_least(0))
+    d("probe_interval", 1, "impala: updates between probe-set KL measurements (1: every update, one probe pass each; "
+      "n > 1: two passes every n updates)", bound=at_least(1))
     d("replay_caching", False, "impala: prepare the next replayed batch in a background thread while the learner "
       "steps (seed B's caching)")
     # elite experience replay (seed B, REFERENCE 5.4): per-step feature vectors from the model

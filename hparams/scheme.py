@@ -41,10 +41,13 @@
   prioritized memory with 3-step returns.
 """
 
+import json
+
 from hparams.atari import _atari
 from hparams.dqn import dqn_cartpole
 from hparams.on_policy import _cartpole, a2c, ppo
 from rl.hparams import HParams
+from rl.memory.replay_parameters import parse_replay_parameters
 from rl.registry import hparams
 
 
@@ -83,7 +86,8 @@ def _seed_b(hp: HParams, replay: str) -> HParams:
     CLEAR's cloning terms on (B's defaults, 0.05 and 0.005; REFERENCE 5.1)."""
     hp.agent, hp.replay_parameters = "impala", replay
     hp.clear_policy_coef, hp.clear_value_coef = 0.05, 0.005
-    hp.feature_head = "elite" in replay or "attentive" in replay
+    hp.feature_head = any(getattr(spec, "sample_strategy", None) or getattr(spec, "insert_strategy", None)
+                          for spec in parse_replay_parameters(replay))  # ranked buffers read the features
     return hp
 
 
@@ -123,6 +127,85 @@ def attentive_impala_pong() -> HParams:
     """`elite_impala_pong` with seed B's modified attentive replay: the candidates most similar to the newest
     rollout's last acted observation first (REFERENCE 5.3)."""
     return _seed_b(_pong(impala()), SEED_B_ATTENTIVE)
+
+
+# seed B's published experiment (`multi_train.py`, the script behind its README's figures, with option_flags.py's
+# defaults where it sets none): the freshest sequences and a buffer of 10,000, in that order; the ratio is the one
+# the figure's file name gives (breakout_..._ratio_5_5, seaquest_..._ratio_8_2), read in the listed order
+SEED_B_CAPACITY = 10_000
+EXPERIMENT_RATIOS = {"seaquest": (0.8, 0.2), "breakout": (0.5, 0.5)}  # (queue, replay)
+SAMPLINGS = {
+    "uniform": {"type": "standard"},
+    "elite": {"type": "custom", "dist_function": "ln_norm", "sample_strategy": "elite_sampling",
+              "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"},
+    # the ablation: strategy 3 with random distances, so only the sampling counter ranks (not seed B's)
+    "counter": {"type": "custom", "dist_function": "random", "sample_strategy": "elite_sampling",
+                "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"},
+}
+
+
+def experiment_replay(game: str, sampling: str) -> str:
+    """The `replay_parameters` of seed B's experiment on `game` with `sampling` (uniform, elite or counter)."""
+    queue, replay = EXPERIMENT_RATIOS[game]
+    buffers = [{"type": "queue", "capacity": 1, "sample_ratio": queue},
+               {**SAMPLINGS[sampling], "capacity": SEED_B_CAPACITY, "sample_ratio": replay}]
+    return json.dumps(buffers)
+
+
+def _experiment(game: str, sampling: str) -> HParams:
+    """Seed B's experiment on `game`: its network, schedule and settings; the sets of one game differ only in
+    `replay_parameters` (and the feature head that ranking needs)."""
+    hp = _seed_b(_atari(impala()), experiment_replay(game, sampling))
+    hp.env = f"{game.capitalize()}NoFrameskip-v4"
+    hp.torso, hp.shared_torso, hp.activation = "elite_cnn", True, "relu"
+    hp.num_workers, hp.worker_envs = 7, 5  # --worker_count, --envs_per_worker
+    hp.num_steps, hp.batch_rollouts = 50, 10  # r_f_steps, batch_size
+    hp.lr, hp.lr_end_value, hp.lr_decay, hp.lr_decay_power = 8e-4, 1e-5, True, 2.0
+    hp.lr_scheduler_steps = 70_000
+    hp.replay_caching = True  # --caching
+    hp.training_fill_in_factor = 0.2
+    hp.train_steps = 3_000_000  # 12M frames, the figures' range
+    # ours, not seed B's: greedy evaluations for rliable's statistics, the volatility probe, bf16 forward passes as
+    # the Pong sets, and one checkpoint kept (the buffers make it about 5 GB)
+    hp.eval_deterministic, hp.eval_interval, hp.eval_episodes = True, 100_000, 8
+    hp.probe_size = 256
+    hp.torch_threads = 1
+    hp.precision, hp.channels_last = "bf16", True
+    hp.checkpoint_interval, hp.keep_checkpoints = 200_000, 1
+    return hp
+
+
+@hparams.register
+def elite_impala_seaquest() -> HParams:
+    """Seed B's Seaquest experiment, elite arm: queue 1 @0.8 + custom 10000 @0.2 (ln_norm, strategy3, lambda 6,
+    alfa 2), T 50, batch 10, 7 workers x 5 envs, elite_cnn, lr 8e-4 -> 1e-5 (power 2) over 70,000 batches, caching."""
+    return _experiment("seaquest", "elite")
+
+
+@hparams.register
+def uniform_impala_seaquest() -> HParams:
+    """`elite_impala_seaquest` with uniform sampling: standard 10000 @0.2, seed B's "normal replay"."""
+    return _experiment("seaquest", "uniform")
+
+
+@hparams.register
+def counter_impala_seaquest() -> HParams:
+    """The ablation: `elite_impala_seaquest` with random distances, so strategy 3 ranks by the sampling counter only
+    (least replayed first, ties at random)."""
+    return _experiment("seaquest", "counter")
+
+
+@hparams.register
+def elite_impala_breakout() -> HParams:
+    """Seed B's Breakout experiment, elite arm: `elite_impala_seaquest`'s settings with queue 1 @0.5 + custom 10000
+    @0.5."""
+    return _experiment("breakout", "elite")
+
+
+@hparams.register
+def uniform_impala_breakout() -> HParams:
+    """`elite_impala_breakout` with uniform sampling: standard 10000 @0.5."""
+    return _experiment("breakout", "uniform")
 
 
 @hparams.register

@@ -72,6 +72,8 @@ def test_impala_pong_runs_on_breakout_through_env(tmp_path, train_cli):
     ('[{"type":"queue","capacity":1,"sample_ratio":0.6}]', "must sum to 1"),
     ('[{"type":"standard","capacity":0,"sample_ratio":1}]', "capacity must be >= 1"),
     ('[{"type":"queue","capacity":1,"sample_ratio":0.95},{"type":"standard","capacity":9,"sample_ratio":0.05}]',
+     "is 9.5 sequences: a share must be a whole number"),  # batch 10: seed B refuses it too
+    ('[{"type":"queue","capacity":1,"sample_ratio":0},{"type":"standard","capacity":9,"sample_ratio":1}]',
      "is 0 sequences"),
 ])
 def test_bad_replay_parameters_are_one_line(tmp_path, train_cli, value, message):

@@ -13,6 +13,12 @@ sets the pace: 5 fresh sequences (50 agent steps) per batch in seed B's first co
 
 The buffers, their sampling counters, the annealed lambda and the batch generator are checkpointed: a resumed run
 composes the batches the uninterrupted one would.
+
+Volatility (issue 31, defined before any run; `_volatility`): with `probe_size` > 0, the KL between the policies
+before and after an update on a fixed probe set of observations (spread over the first batch, checkpointed); the KL of
+the target policy to the behaviour one over the replayed and the fresh steps of each batch (with stored logits: CLEAR
+or LASER on); lambda; and a ranked buffer's mean distance of the chosen sequences against its pool's. They are
+diagnostics of every update, so TensorBoard scalars and progress.csv columns (the last update's at each log row).
 """
 
 from __future__ import annotations
@@ -52,7 +58,9 @@ class ImpalaAgent(OnPolicyAgent):
         if not hasattr(action_space, "n"):
             raise ConfigError(f"agent 'impala' acts in discrete action spaces (seed B's Atari), got {action_space}")
         self.specs = parse_replay_parameters(hp.replay_parameters)
-        shares(self.specs, hp.batch_rollouts)  # every buffer's share is at least one sequence
+        counts = shares(self.specs, hp.batch_rollouts)  # every buffer's share is a whole number, at least one
+        # which columns of a batch were replayed (every buffer but the queues), in the composed order
+        self.replayed = torch.from_numpy(np.repeat([s.type != "queue" for s in self.specs], counts))
         self.ranked = ranks_sequences(self.specs)
         if self.ranked and not hp.feature_head:
             raise ConfigError("elite/attentive sampling and elite insertion rank sequences by the model's feature "
@@ -72,6 +80,9 @@ class ImpalaAgent(OnPolicyAgent):
         # a snapshot of the weights taken before the step (the live weights change under it)
         self.prepared: dict[int, SequenceBatch] = {}
         self._snapshot = None
+        # volatility (issue 31): the fixed probe set, taken from the first batch, and its logits after the last step
+        self.probe: torch.Tensor | None = None
+        self._probe_logits: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ acting
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -225,12 +236,56 @@ class ImpalaAgent(OnPolicyAgent):
                                   mask=None if mask is None else mask.flatten(),
                                   policy_kl=None if kl is None else kl.flatten(),
                                   clear_policy_coef=hp.clear_policy_coef, clear_value_coef=hp.clear_value_coef)
+        before = self._probe_before(obs[:T])
         self.optimizer.zero_grad()
         loss.backward()
         self._apply(self.optimizer.grad)
         self.updates += 1
         info.update({"charts/learning_rate": self.optimizer.lr, "replay/lambda": self._lambda()})
+        info.update(self._volatility(before, kl))
         return info
+
+    # ------------------------------------------------------------------ volatility (issue 31)
+    def _probe_pass(self) -> torch.Tensor:
+        with torch.no_grad(), self.autocast():
+            return _fp32(self.model(self.probe)[0])
+
+    def _probe_before(self, acted: torch.Tensor) -> torch.Tensor | None:
+        """The probe set's logits before this update's step, on the updates that measure (None on the others). The
+        probe set is fixed at the first batch: probe_size of its acted observations, evenly spread."""
+        hp = self.hp
+        if hp.probe_size <= 0:
+            return None
+        if self.probe is None:
+            flat = acted.flatten(0, 1)
+            self.probe = flat[np.unique(np.linspace(0, len(flat) - 1, hp.probe_size).round().astype(np.int64))]
+        if self.updates % hp.probe_interval != 0:
+            return None
+        return self._probe_logits if self._probe_logits is not None else self._probe_pass()
+
+    def _volatility(self, before: torch.Tensor | None, kl: torch.Tensor | None) -> dict:
+        """The measures of how fast the policy moves and how far the replayed data is from it, defined before any
+        run: `volatility/policy_kl`, the mean KL(pi_after || pi_before) of this update over the probe set;
+        `volatility/replay_kl` and `volatility/fresh_kl`, the mean KL(pi || mu) of the target policy to the behaviour
+        one over the replayed and the fresh (queue) steps of the batch; `replay/selected_distance` and
+        `replay/pool_distance`, a ranked buffer's mean distance of the sequences it chose and of its whole pool."""
+        out = {}
+        self._probe_logits = None
+        if before is not None:
+            after = self._probe_pass()
+            out["volatility/policy_kl"] = float(categorical_kl(after, before).mean())
+            if self.hp.probe_interval == 1:
+                self._probe_logits = after  # the next update's "before": the weights have not moved since
+        if kl is not None:
+            kl, replayed = kl.detach(), self.replayed.to(kl.device)
+            if replayed.any():
+                out["volatility/replay_kl"] = float(kl[:, replayed].mean())
+            if not replayed.all():
+                out["volatility/fresh_kl"] = float(kl[:, ~replayed].mean())
+        for buf in self.buffers or ():
+            for key, value in getattr(buf, "diagnostics", {}).items():
+                out[f"replay/{key}"] = value
+        return out
 
     def _lambda(self) -> float:
         samplers = [b.sampler for b in self.buffers or () if getattr(b, "sampler", None) is not None]
@@ -243,10 +298,17 @@ class ImpalaAgent(OnPolicyAgent):
             [b.state_dict() for b in self.buffers] if self.buffers is not None else None)
         state["sequence_replay"] = {"rng": self.replay_rng.bit_generator.state, "buffers": buffers,
                                     "prepared": {i: b._asdict() for i, b in self.prepared.items()}}
+        if self.probe is not None:
+            state["probe"] = {"obs": self.probe.cpu(),
+                              "logits": None if self._probe_logits is None else self._probe_logits.cpu()}
         return state
 
     def load_extra_state(self, state: dict) -> None:
         super().load_extra_state(state)
+        if state.get("probe") is not None:
+            self.probe = state["probe"]["obs"].to(self.device)
+            logits = state["probe"]["logits"]
+            self._probe_logits = None if logits is None else logits.to(self.device)
         replay = state.get("sequence_replay")
         if replay is None:
             return

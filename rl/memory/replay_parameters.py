@@ -5,7 +5,8 @@ Accepted as the seed's commands write it, e.g.
 `[{"type":"custom","capacity":1000,"sample_ratio":0.5,"dist_function":"ln_norm","sample_strategy":"elite_sampling",
 "lambda_batch_multiplier":6,"alfa_annealing_factor":2.0},{"type":"queue","capacity":1,"sample_ratio":0.5}]`.
 Keys, defaults and ranges follow the published schema (`utils/parameter_schema.py`): `queue` and `standard` take
-`type`, `capacity`, `sample_ratio`; `custom` also needs `dist_function` and takes `p` (2), `sample_strategy` (absent:
+`type`, `capacity`, `sample_ratio`; `custom` also needs `dist_function` (ln_norm, cos_dist, kl_div; or `random`,
+ours: the ablation that ranks by the sampling counter only) and takes `p` (2), `sample_strategy` (absent:
 uniform), `insert_strategy` (absent: FIFO), `lambda_batch_multiplier` (1), `alfa_annealing_factor` (1.0),
 `elite_sampling_strategy` (strategy3), `elite_batch_size` (20). Names are case-insensitive, as there. Stricter than
 the published schema, which coerces: a value of the wrong type (a string capacity, 6.5 for an integer) is an error,
@@ -23,7 +24,7 @@ from rl.errors import ConfigError
 
 TYPES = ("queue", "standard", "custom")
 ALIASES = {"replay": "standard"}  # the name the transition-level mixed memory uses for seed B's `standard`
-DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
+DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div", "random")  # random: ours, the ablation (no features read)
 SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
 INSERT_STRATEGIES = ("elite_insertion",)
 ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")

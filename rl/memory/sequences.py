@@ -24,9 +24,11 @@ Buffers (all sample with the generator given, so a run with a checkpointed gener
   one at a time, here rollouts arrive between batches and the oldest beyond that is dropped.
 - `standard`: circular, uniform with replacement.
 - `custom`: circular plus sampling counters (1 on store, +1 per draw), elite or attentive sampling through
-  `EliteSampler`, optional elite insertion. The buffer stays model-free: the caller passes `features_for(obs)`,
-  mapping time-major observations [t, n, ...] to the current model's features [t, n, F]; one batched call per
-  sample covers the whole pool (its unique slots).
+  `EliteSampler`, optional elite insertion. `dist_function=random` (ours, issue 31's ablation) ranks by uniform random
+  distances and reads no features, so strategy3 orders by the sampling counter alone. After a ranked draw,
+  `diagnostics` holds the mean distance of the chosen sequences and of the whole pool. The buffer stays model-free:
+  the caller passes `features_for(obs)`, mapping time-major observations [t, n, ...] to the current model's features
+  [t, n, F]; one batched call per sample covers the whole pool (its unique slots).
 """
 
 from __future__ import annotations
@@ -383,7 +385,11 @@ class CustomBuffer(SequenceBuffer):
                  lr_scheduler_steps: int = 10000, **store_kw):
         super().__init__(spec, T, obs_shape, obs_dtype, batch_size, seed, **store_kw)
         self.counters = np.zeros(self.capacity, np.int64)
-        self.distance = distance_fn(spec.dist_function, spec.p)
+        # dist_function=random (the ablation, not seed B's): uniform random distances, no features read, so strategy3
+        # ranks by the sampling counter alone and breaks its ties at random
+        self.random = spec.dist_function == "random"
+        self.distance = None if self.random else distance_fn(spec.dist_function, spec.p)
+        self.diagnostics: dict[str, float] = {}  # the last ranked draw's mean distances: selected, and the pool's
         self.sampler = None
         if spec.sample_strategy is not None:
             self.sampler = EliteSampler(self.share, spec.lambda_batch_multiplier, spec.alfa_annealing_factor,
@@ -400,10 +406,11 @@ class CustomBuffer(SequenceBuffer):
             if self.size < self.capacity:  # FIFO until full
                 slots[i] = super()._place(1, one, features_for)[0]
             else:
-                if features_for is None:
+                if features_for is None and not self.random:
                     raise ValueError("elite insertion into a full buffer needs features_for (the current features)")
                 cand = insertion_candidates(self.rng, self.size, self.spec.elite_batch_size)
-                slots[i] = eviction_index(cand, self.off_policy(cand, features_for))
+                distances = self.rng.random(len(cand)) if self.random else self.off_policy(cand, features_for)
+                slots[i] = eviction_index(cand, distances)
                 self.store.write(slots[i: i + 1], one)
             self.counters[slots[i]] = 1
         return slots
@@ -437,13 +444,22 @@ class CustomBuffer(SequenceBuffer):
             draw = self.sampler.pool(self.size)
             if draw.uniform:
                 idx = draw.indices
+                self.diagnostics = {}
             else:
-                if features_for is None:
-                    raise ValueError(f"{self.spec.sample_strategy} needs features_for (the current features)")
                 uniq, inverse = np.unique(draw.indices, return_inverse=True)
-                rank = self.off_policy if self.spec.sample_strategy == "elite_sampling" else self.similarity
-                distances = rank(uniq, features_for).double().cpu().numpy()[inverse]
+                if self.random:
+                    distances = rng.random(len(uniq))[inverse]
+                else:
+                    if features_for is None:
+                        raise ValueError(f"{self.spec.sample_strategy} needs features_for (the current features)")
+                    rank = self.off_policy if self.spec.sample_strategy == "elite_sampling" else self.similarity
+                    distances = rank(uniq, features_for).double().cpu().numpy()[inverse]
                 idx = self.sampler.select(draw.indices, distances, self.counters[draw.indices])
+                if not self.random:  # a slot's distance, whichever of its draws: uniq is sorted
+                    per_slot = np.empty(len(uniq))
+                    per_slot[inverse] = distances
+                    self.diagnostics = {"selected_distance": float(per_slot[np.searchsorted(uniq, idx)].mean()),
+                                        "pool_distance": float(distances.mean())}
         np.add.at(self.counters, idx, 1)
         return idx
 

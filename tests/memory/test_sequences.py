@@ -310,6 +310,9 @@ def test_elite_sampling_ranks_the_pool_with_one_batched_call():
     assert idx.tolist() == ref.select(pool, dist, np.ones(len(pool), int)).tolist()
     ranked = sorted(np.unique(pool), key=lambda i: features[i])
     assert set(idx.tolist()) <= set(ranked[:2])  # the most on-policy first
+    # logged (issue 31): the chosen sequences' mean distance and the pool's, every draw counted
+    chosen = np.abs(np.array(features))[idx] * np.sqrt(T * F)
+    assert buf.diagnostics == pytest.approx({"selected_distance": chosen.mean(), "pool_distance": dist.mean()})
 
 
 def test_attentive_sampling_ranks_most_similar_to_the_newest_last_acted_state():
