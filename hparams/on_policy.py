@@ -32,6 +32,8 @@ def on_policy() -> HParams:
     d("clip_decay", False, "decay clip_range linearly to 0 over train_steps")
     d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
     d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
+    d("pi_init_gain", 0.01, "ortho_init: the policy head's gain, each output's weights of norm this (seed B's "
+      "normalized_columns_initializer: 0.001)", bound=above(0))
     d("log_std_init", 0.0, "initial log-std of the Gaussian policy (Box actions)", bound=FINITE)
     d("action_bounds", "clip", "how a Gaussian action meets the Box: clip, tanh (squash and rescale) or none",
       bound=one_of("clip", "tanh", "none"))

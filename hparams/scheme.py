@@ -158,6 +158,7 @@ def _experiment(game: str, sampling: str) -> HParams:
     hp = _seed_b(_atari(impala()), experiment_replay(game, sampling))
     hp.env = f"{game.capitalize()}NoFrameskip-v4"
     hp.torso, hp.shared_torso, hp.activation = "elite_cnn", True, "relu"
+    hp.pi_init_gain = 0.001  # fc2's normalized columns of norm 0.001; the value head's 1.0 is ours already
     hp.num_workers, hp.num_envs, hp.worker_envs = 7, 5, 5  # --worker_count, --envs_per_worker
     hp.num_steps, hp.batch_rollouts = 50, 10  # r_f_steps, batch_size
     hp.lr, hp.lr_end_value, hp.lr_decay, hp.lr_decay_power = 8e-4, 1e-5, True, 2.0

@@ -3,8 +3,8 @@
 A torso (`hp.torso`, e.g. mlp) feeds a policy head and a value head, either through one shared stream or through two
 separate ones (`shared_torso`). The policy head is `categorical_policy` (logits, Discrete actions) or
 `gaussian_policy` (a mean and a state-independent log-std, Box actions). Weights are orthogonal with gains sqrt(2)
-(torso), 0.01 (policy) and 1 (value), as in the PPO/A2C implementations (Andrychowicz et al. 2021, "What matters in
-on-policy RL").
+(torso), 0.01 (policy; `pi_init_gain`) and 1 (value), as in the PPO/A2C implementations (Andrychowicz et al. 2021,
+"What matters in on-policy RL").
 
 With `recurrent=True` each stream gets a GRU cell (Cho et al. 2014) after its torso, all streams' cells evaluated
 together (`StackedGRU`). The hidden state has shape [batch, streams, recurrent_hidden_size]; it is zeroed where an
@@ -107,7 +107,7 @@ class ActorCritic(nn.Module):
 
     def __init__(self, torsos: list[nn.Module], pi_head: nn.Module, recurrent_hidden_size: int = 0,
                  ortho_init: bool = True, feature_head: bool = False, feature_scaling_layer: bool = True,
-                 feature_size: int = 512):
+                 feature_size: int = 512, pi_init_gain: float = 0.01):
         super().__init__()
         self.torsos = nn.ModuleList(torsos)  # one (shared) or two (policy, value)
         feat = torsos[0].out_dim
@@ -121,7 +121,7 @@ class ActorCritic(nn.Module):
         if ortho_init:
             for torso in self.torsos:
                 init_orthogonal(torso, math.sqrt(2))
-            init_orthogonal(self.pi_head, 0.01)
+            init_orthogonal(self.pi_head, pi_init_gain)
             init_orthogonal(self.v_head, 1.0)
         # drawn last, so that the other weights are the same with the feature head on or off
         self.feature_layer = None
@@ -146,7 +146,7 @@ class ActorCritic(nn.Module):
         if hp.recurrent and hp.recurrent_hidden_size <= 0:
             raise ConfigError(f"recurrent=True needs recurrent_hidden_size > 0, got {hp.recurrent_hidden_size}")
         return cls(torsos, head, hp.recurrent_hidden_size if hp.recurrent else 0, hp.ortho_init, hp.feature_head,
-                   hp.feature_scaling_layer, hp.feature_size)
+                   hp.feature_scaling_layer, hp.feature_size, hp.pi_init_gain)
 
     @property
     def hidden_shape(self) -> tuple[int, int] | None:

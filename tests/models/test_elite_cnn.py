@@ -48,3 +48,13 @@ def test_raw_pixels_and_glorot_init_kept():
     bound = (6 / (4 * 9 + 64 * 9)) ** 0.5  # Glorot uniform over fan_in + fan_out, not ortho_init's rescaling
     assert conv1.abs().max() <= bound and conv1.abs().max() > 0.9 * bound
     assert torch.equal(conv1, torso().convs[0].weight)
+
+
+def test_experiment_sets_start_the_heads_as_seed_b():
+    """fc2 (policy): each action's weights a random direction of norm 0.001; fc3 (value): norm 1; zero biases."""
+    torch.manual_seed(0)
+    model = models["actor_critic"].build(sets["elite_impala_seaquest"](), OBS, gym.spaces.Discrete(18))
+    pi, v = model.pi_head.out, model.v_head
+    torch.testing.assert_close(pi.weight.norm(dim=1), torch.full((18,), 0.001))
+    torch.testing.assert_close(v.weight.norm(dim=1), torch.ones(1))
+    assert not pi.bias.any() and not v.bias.any()
