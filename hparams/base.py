@@ -121,7 +121,7 @@ def off_policy(hp: HParams) -> HParams:
       bound=at_least(0))
     d("per_beta", 0.4, "prioritized memory: initial importance-weight exponent, annealed linearly to 1 over the run",
       bound=PROBABILITY)
-    d("per_eps", 1e-6, "prioritized memory: added to |td error| so no item's priority is zero", bound=above(0))
+    d("per_eps", 1e-6, "prioritized memory: added to |td error| so no item's priority is zero", bound=at_least(0))
     d("attentive_lambda", 4.0, "attentive memory: candidates drawn per kept item (>= 1) at the start",
       bound=at_least(1))
     d("attentive_anneal_fraction", 1.0, "attentive memory: fraction of the run over which lambda falls to 1",
