@@ -97,6 +97,15 @@ def base() -> HParams:
     d("ray_worker_gpus", 0.0, "Ray: GPUs each worker actor declares", bound=at_least(0))
     d("ray_worker_resources", "", "Ray: custom resources each worker actor declares, NAME:AMOUNT[;NAME:AMOUNT] "
       "(e.g. cpu_node:1 keeps workers on nodes started with --resources '{\"cpu_node\": 8}')")
+    d("ray_rank_cpus", 1.0, "Ray: CPUs each synchronous gradient rank actor (DPPO's ranks > 0) declares",
+      bound=at_least(0))
+    d("ray_rank_gpus", 0.0, "Ray: GPUs each gradient rank actor declares (1 with device=cuda: a GPU a rank)",
+      bound=at_least(0))
+    d("ray_rank_resources", "", "Ray: custom resources each gradient rank actor declares, NAME:AMOUNT[;NAME:AMOUNT]")
+    d("ray_learner_cpus", 0.0, "Ray: CPUs held for the learner (the driver) on its own node, so that no actor is "
+      "placed on them (0: none held; a RayJob's entrypointNumCpus does it)", bound=at_least(0))
+    d("ray_learner_gpus", 0.0, "Ray: GPUs held for the learner on its own node (0: none; a RayJob's "
+      "entrypointNumGpus does it)", bound=at_least(0))
     return hp
 
 

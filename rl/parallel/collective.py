@@ -193,9 +193,17 @@ class GradientGroup:
             dist.destroy_process_group()
 
 
+_explain_loss = None  # rank 0 with Ray rank actors: what one of them failed with (RankWatch.explain)
+
+
 def lost(rank: int, exc: BaseException) -> int:
     """Say in one line that `rank` lost its group; EXIT_GROUP_LOST. Gloo's message starts with its source location
-    and ends in advice for its own developers: the first sentence is kept."""
+    and ends in advice for its own developers: the first sentence is kept. Where a rank actor failed (Ray), its own
+    error is the line, and the exit status is a crash's (1), or bad input's (2): retrying the group would not help."""
+    failure = _explain_loss() if _explain_loss is not None else None
+    if failure is not None:
+        print(failure[0], file=sys.stderr, flush=True)
+        return failure[1]
     text = re.sub(r"^\[[^\]]*\]\s*", "", first_line(exc))
     print(f"error: rank {rank} lost its group ({text.split('. ')[0].rstrip('.')}); the job restarts the group from "
           f"the last checkpoint", file=sys.stderr, flush=True)
@@ -239,7 +247,9 @@ def launch(hp, follow, member: GroupEnv | None = None) -> tuple[GradientGroup, l
     if hp.ray_address:
         from rl.parallel.transports.ray import launch_ranks
 
-        address, children = launch_ranks(hp, follow, free_port())
+        address, children, watch = launch_ranks(hp, follow, free_port())
+        global _explain_loss
+        _explain_loss = watch.explain
         return GradientGroup(0, hp.num_grad_workers, address, hp.device, hp.group_timeout_s), children
     port = free_port()
     context = mp.get_context("fork")
@@ -283,6 +293,8 @@ def _follower(follow, rank: int, port: int, parent_pid: int) -> None:
 
 
 def reap(children: list, timeout: float = 30.0) -> None:
+    global _explain_loss
+    _explain_loss = None
     for p in children:
         p.join(timeout)
         if p.is_alive():

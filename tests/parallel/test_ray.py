@@ -241,6 +241,161 @@ def test_close_leaves_no_actor_alive_and_the_cluster_running(ray_cluster):
     assert not set(ids) & set(alive) and not alive, alive
 
 
+def dies(actor, method: str, timeout: float = 30) -> bool:
+    """The actor answers no more within `timeout` s (ray.kill is asynchronous: a call may still get through)."""
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(getattr(actor, method).remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+class Blocker:
+    """Holds resources on the cluster until killed."""
+
+    def ready(self) -> bool:
+        return True
+
+
+@pytest.mark.ray
+def test_workers_waiting_for_a_node_are_not_hung_and_start_when_one_is_free(ray_cluster, capsys):
+    """As on an autoscaling cluster: no node has a worker's resources free yet. Its hang clock starts when Ray has
+    placed it, so waiting 3 x worker_timeout ends nothing; once the resources are free the workers ship."""
+    import ray
+
+    ray.init(address=ray_cluster.address, logging_level="warning")
+    blocker = ray.remote(num_cpus=0, resources={"cpu_node": 4})(Blocker).remote()  # all of the worker node's
+    learner = None
+    try:
+        ray.get(blocker.ready.remote(), timeout=60)
+        learner = make_learner("dqn_cartpole", ray_cluster.address, ray_worker_resources="cpu_node:1",
+                               worker_timeout=1.0)
+        transport = learner.transport
+        deadline = time.monotonic() + 4.5  # more than 3 x worker_timeout: three "hangs" in a row ended the run
+        while time.monotonic() < deadline:
+            learner.step()
+        assert transport.restarts == 0 and not any(h.placed for h in transport.handles)
+        assert "worker 0: waiting for a node with CPU:1, cpu_node:1 free" in capsys.readouterr().out
+        ray.kill(blocker)
+        seen = Recorder(transport)
+        run_until(learner, lambda: {w for _, w, _ in seen.seen} == {0, 1}, "a shipment of each worker")
+        assert transport.restarts == 0 and all(h.placed for h in transport.handles)
+    finally:
+        if learner is not None:
+            learner.close()
+        ray.kill(blocker)
+        ray.shutdown()
+
+
+@pytest.mark.ray
+def test_the_weight_store_lives_on_the_learners_node_is_restarted_without_blame_and_close_kills_it(ray_cluster):
+    """The driver was connected before the run (close() does not disconnect it): the store must still die."""
+    import ray
+
+    ray.init(address=ray_cluster.address, logging_level="warning")
+    learner = None
+    try:
+        learner = make_learner("dqn_cartpole", ray_cluster.address, ray_worker_resources="cpu_node:1",
+                               learning_starts=200)
+        transport = learner.transport
+        here = ray.get_runtime_context().get_node_id()
+        assert ray.get(transport.store.node.remote(), timeout=60) == here
+        seen = Recorder(transport)
+        run_until(learner, lambda: len(seen.seen) >= 2, "2 shipments")
+        first = transport.store
+        ray.kill(first, no_restart=True)
+        before = len(seen.seen)
+        run_until(learner, lambda: len(seen.seen) >= before + 4, "shipments after the store died")
+        assert transport.store_restarts == 1 and transport.store is not first
+        assert transport.restarts == 0 and all(h.failures == 0 for h in transport.handles)  # no worker blamed
+        assert ray.get(transport.store.node.remote(), timeout=60) == here
+        store = transport.store
+        learner.close()
+        learner = None
+        assert ray.is_initialized()  # this test's own connection stays
+        assert dies(store, "get")
+    finally:
+        if learner is not None:
+            learner.close()
+        ray.shutdown()
+
+
+@pytest.mark.ray
+def test_ray_learner_cpus_hold_the_learners_node_for_it(ray_cluster):
+    """Without a seat the workers may fill the learner's own node; with ray_learner_cpus those CPUs are held there."""
+    import ray
+
+    ray.init(address=ray_cluster.address, logging_level="warning")
+    learner = None
+    try:
+        here = ray.get_runtime_context().get_node_id()
+        cpus = {n["NodeID"]: n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]}[here]
+        learner = make_learner("dqn_cartpole", ray_cluster.address, ray_learner_cpus=cpus)  # the node's every CPU
+        transport = learner.transport
+        assert ray.get(transport.seat.node.remote(), timeout=60) == here
+        seen = Recorder(transport)
+        run_until(learner, lambda: {w for _, w, _ in seen.seen} == {0, 1}, "a shipment of each worker")
+        assert all(node_of(a) != here for a in transport.actors())  # no worker took the learner's CPUs
+        seat = transport.seat
+        learner.close()
+        learner = None
+        assert dies(seat, "ready")
+    finally:
+        if learner is not None:
+            learner.close()
+        ray.shutdown()
+
+
+RANK_SCRIPT = """
+import sys
+import hparams, rl
+from rl.registry import hparams as sets
+from rl.parallel.collective import launch
+from rl.trainer import follow as real_follow
+from functools import partial
+from pathlib import Path
+
+def broken(rank, address):
+    raise ValueError(f"rank {rank} broke before it met its group")
+
+hp = sets["ppo_cartpole"]().parse(sys.argv[2])
+hp.ray_address = sys.argv[1]
+follow = broken if sys.argv[3] == "broken" else partial(real_follow, hp, Path(sys.argv[4]))
+group, children = launch(hp, follow)
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("case", ["fails", "unplaceable"])
+def test_a_ray_rank_that_fails_or_cannot_be_placed_ends_the_run_in_one_line_not_after_group_timeout(
+        ray_cluster, tmp_path, case):
+    """Rank 0 waits in gloo's rendezvous for group_timeout_s (600 here) for ranks that never come: the rank's own
+    error, or the resources no node has, ends it at once instead, with a crash's status (not 129, which a job
+    retries)."""
+    override = "num_grad_workers=2,grad_communication=sync,group_timeout_s=600,ray_worker_resources=cpu_node:1"
+    if case == "unplaceable":
+        override = override.replace("group_timeout_s=600", "group_timeout_s=5") + ",ray_rank_resources=nowhere:1"
+    began = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", RANK_SCRIPT, ray_cluster.address, override,
+                          "broken" if case == "fails" else "real", str(tmp_path / "run")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert len(errors) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    if case == "fails":
+        assert errors[0] == "error: rank 1 (a Ray actor) failed: ValueError: rank 1 broke before it met its group"
+        assert time.monotonic() - began < 120
+    else:
+        assert errors[0].startswith("error: rank 1 (a Ray actor) was not placed within group_timeout_s=5 s")
+        assert "nowhere:1" in errors[0] and "cpu_node" not in errors[0]  # the ranks' resources, not the workers'
+    assert not alive_worker_actors(ray_cluster.address)
+
+
 # ---------------------------------------------------------------------------------------------------- end to end
 def train_py_knows_ray() -> bool:
     out = subprocess.run([sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True,
@@ -254,7 +409,8 @@ RAY_RUNS = {  # name: (set, num_workers, steps, overrides): 2 collection workers
     "ppo_cartpole": ("ppo_cartpole", 2, 2000, ""),
     "dqn_cartpole": ("dqn_cartpole", 2, 2000, ""),
     "ppo_atari": ("ppo_atari", 2, 512, ",worker_envs=2,num_steps=32,batch_size=64,epochs=1"),
-    "dppo_cartpole": ("ppo_cartpole", 0, 1024, ",num_grad_workers=2,grad_communication=sync,target_kl=0.02"),
+    "dppo_cartpole": ("ppo_cartpole", 0, 1024, ",num_grad_workers=2,grad_communication=sync,target_kl=0.02,"
+                      "ray_rank_resources=cpu_node:1"),
     "impala_vtrace": ("impala_cartpole", 2, 2048, ",max_policy_lag=2"),  # V-trace, stale data dropped past lag 2
     "a3c": ("a3c_cartpole", 0, 1000, ""),  # async gradient workers as actors
 }

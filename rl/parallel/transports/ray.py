@@ -6,7 +6,9 @@ rl.parallel.roles worker built from its picklable WorkerSpec) lives in one actor
 `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources` ("NAME:AMOUNT;NAME:AMOUNT"), so a cluster's nodes can
 be chosen by custom resources.
 
-Weights go out with one `ray.put` per publish, announced to a small WeightStore actor; each call
+Weights go out with one `ray.put` per publish, announced to a small WeightStore actor (pinned to the learner's own
+node: it lives and dies with the run; a store that died is started again and told the newest publish, and no worker
+is blamed for the calls that failed with it; `close()` kills it); each call
 `actor.fill.remote(store)` asks the store for the newest publish when it starts, loads its weights (if it does not hold
 them yet), fills the actor's own buffer and returns the Shipment with the buffer in it, shipped by value through the
 object store. Asynchronous collection keeps two calls in flight per worker (the second starts as the first returns,
@@ -15,10 +17,20 @@ synchronous collection (`sync=True`) one, issued by the publish that follows one
 0).
 
 Ray's own actor restarts are off (`max_restarts=0`): a worker whose actor died, whose call raised, or whose call has
-been in flight for more than `worker_timeout` seconds is killed and replaced here by a fresh actor (with a seed of its
-own), so the restart count and the ranks whose episodes were cut are the learner's to see, as with the shared-memory
-transport; three failures in a row without a shipment end the run with the worker's error in one line. `close()`
-kills every actor and disconnects this driver; a cluster it joined keeps running.
+been in flight for more than `worker_timeout` seconds since its actor was up is killed and replaced here by a fresh
+actor (with a seed of its own). An actor not placed yet (no node has its resources free: an autoscaling cluster adds
+one) is not hung: its clock starts when Ray has placed and built it (its `__ray_ready__` returns), and a worker that
+waits longer than `worker_timeout` for a node is said once. Restarts are made here, so the restart count and the
+ranks whose episodes were cut are the learner's to see, as with the shared-memory transport; three failures in a
+row without a shipment end the run with the worker's error in one line. `close()` kills every actor and disconnects
+this driver; a cluster it joined keeps running.
+
+Collection workers declare `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources`; DPPO's gradient ranks
+(`launch_ranks`) declare their own `ray_rank_*` (a rank runs a whole learner: a GPU for ranks is not one for every
+collection worker); `ray_learner_cpus`/`ray_learner_gpus` hold resources on the learner's node for the learner (a
+pinned actor that does nothing), so that no actor is placed on them. A rank actor that fails, or that no node can
+place within `group_timeout_s`, ends the run at once with its own error in one line (exit 1, or 2 for bad input),
+where rank 0 would otherwise wait in gloo's rendezvous and exit 129.
 """
 
 from __future__ import annotations
@@ -148,6 +160,11 @@ class WeightStore:
     def get(self) -> tuple:
         return self.entry
 
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
 
 def _beat() -> None:
     """An actor's heartbeat: hung calls are found by their age on the learner's side, and actors are stopped by
@@ -165,6 +182,45 @@ class Handle:
         self.restarts = 0
         self.failures = 0  # consecutive failures without a shipment in between
         self.last_error = ""
+        self.ready = None  # the actor's __ray_ready__ call: done once Ray has placed and built it
+        self.placed = False
+        self.waiting_said = False
+
+
+def resources_text(options: dict) -> str:
+    wanted = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), **options.get("resources", {})}
+    return ", ".join(f"{k}:{v:g}" for k, v in wanted.items() if v > 0) or "nothing"
+
+
+def node_can_hold(options: dict) -> bool:
+    """Whether some live node of the cluster has (in total) the resources of one actor with these options."""
+    import ray
+
+    wanted = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), **options.get("resources", {})}
+    wanted = {k: v for k, v in wanted.items() if v > 0}
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    return any(all(r.get(k, 0) >= v for k, v in wanted.items()) for r in nodes)
+
+
+def pinned_here() -> dict:
+    """Actor options that place it on this driver's node, and nowhere else."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
+
+
+class LearnerSeat:
+    """Holds `ray_learner_cpus`/`ray_learner_gpus` on the learner's node while the run lasts; does nothing."""
+
+    def ready(self) -> bool:
+        return True
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
 
 class RayTransport(FaultBook):
@@ -173,6 +229,7 @@ class RayTransport(FaultBook):
         super().__init__()
         self.handles: list[Handle] = []
         self.connected = False  # this transport connected the driver (and disconnects it on close)
+        self.store = self.seat = None
         self.options = {"num_cpus": float(hp.ray_worker_cpus), "num_gpus": float(hp.ray_worker_gpus),
                         "resources": parse_resources(hp.ray_worker_resources)}
 
@@ -191,35 +248,91 @@ class RayTransport(FaultBook):
                               f"`ray start --head` or check --ray_address") from None
         self.connected = True
 
-    def _check_resources(self) -> None:
+    def _check_resources(self, options: dict | None = None, what: str = "worker actor") -> None:
         """A warning (not an error: an autoscaling cluster may add such nodes) when no node can hold one actor."""
         import ray
 
-        wanted = {"CPU": self.options["num_cpus"], "GPU": self.options["num_gpus"], **self.options["resources"]}
-        wanted = {k: v for k, v in wanted.items() if v > 0}
-        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-        if not any(all(r.get(k, 0) >= v for k, v in wanted.items()) for r in nodes):
+        options = self.options if options is None else options
+        if not node_can_hold(options):
+            nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
             have = "; ".join(", ".join(f"{k}:{v:g}" for k, v in sorted(r.items()) if not k.startswith("node:")
                                        and "memory" not in k) for r in nodes)
-            print(f"warning: no node of the Ray cluster has the resources of one worker actor "
-                  f"({', '.join(f'{k}:{v:g}' for k, v in wanted.items())}); nodes have: {have or 'none'}; "
-                  f"the workers wait until such a node joins", flush=True)
+            print(f"warning: no node of the Ray cluster has the resources of one {what} ({resources_text(options)}); "
+                  f"nodes have: {have or 'none'}; the {what}s wait until such a node joins", flush=True)
+
+    def hold_learner_seat(self) -> None:
+        """`ray_learner_cpus`/`ray_learner_gpus` held on this node for the learner (a one-line ConfigError when this
+        node does not have them free within a minute)."""
+        import ray
+
+        cpus, gpus = float(self.hp.ray_learner_cpus), float(self.hp.ray_learner_gpus)
+        if (cpus <= 0 and gpus <= 0) or self.seat is not None:
+            return
+        self.seat = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=0)(LearnerSeat).options(
+            **pinned_here()).remote()
+        try:
+            ray.get(self.seat.ready.remote(), timeout=60)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(self.seat)
+            self.seat = None
+            raise ConfigError(f"the learner's node has no free CPU:{cpus:g}, GPU:{gpus:g} for ray_learner_cpus/"
+                              f"ray_learner_gpus (within 60 s): lower them, or start the learner on a node that has "
+                              f"them") from None
+
+    def _start_store(self) -> None:
+        """The weight store, on this (the learner's) node: it shares the run's fate, not a worker node's."""
+        import ray
+
+        self.store = ray.remote(num_cpus=0, max_restarts=0)(WeightStore).options(**pinned_here()).remote()
+
+    def _store_alive(self) -> bool:
+        import ray
+        import ray.exceptions
+
+        try:
+            ray.get(self.store.get.remote(), timeout=30)
+            return True
+        except ray.exceptions.RayActorError:
+            return False
+        except ray.exceptions.GetTimeoutError:  # busy, not dead
+            return True
+
+    def _restart_store(self) -> None:
+        """A store that died: a new one, told the newest publish; every worker's calls are issued again against it
+        (the failed ones were the store's fault, not the workers')."""
+        import ray
+
+        try:
+            ray.kill(self.store, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self._start_store()
+        self.store.set.remote(self.publishes, self.version, [self.weights])
+        self.store_restarts += 1
+        print(f"the weight store died: started again ({self.store_restarts}); no worker is blamed", flush=True)
+        for h in self.handles:
+            busy = bool(h.calls)
+            h.calls.clear()
+            if busy:  # an idle sync worker is sent off by the next publish, as usual
+                self._fill_up(h)
 
     # ------------------------------------------------------------------ the learner's side
     def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
         import ray
 
         self.connect()
+        self.hold_learner_seat()
         self.sync = sync
         self.make_buffer = make_buffer
         self.actor_class = ray.remote(max_restarts=0, max_task_retries=0, **self.options)(WorkerActor)
         self._check_resources()
         self.handles = [Handle(s) for s in specs]
         self.publishes = -1
+        self.store_restarts = 0
         # async: two calls in flight per worker (the second starts as the first returns: the worker never waits for
         # the learner, as with two shared-memory slots); sync: one, issued by the publish that follows the round
         self.depth = 1 if sync else 2
-        self.store = ray.remote(num_cpus=0)(WeightStore).remote()
+        self._start_store()
         self._put(acting_state, version)
         for h in self.handles:
             self._start(h)
@@ -252,6 +365,7 @@ class RayTransport(FaultBook):
         if h.restarts:  # a restarted worker starts new episodes with a seed of its own
             spec = replace(spec, seed=spec.seed + RESEED * h.restarts)
         h.actor = self.actor_class.options(name=None).remote(spec, self.make_buffer)
+        h.ready, h.placed, h.waiting_said = h.actor.__ray_ready__.remote(), False, False
 
     def _restart(self, h: Handle, why: str) -> None:
         import ray
@@ -284,6 +398,9 @@ class RayTransport(FaultBook):
             try:
                 shipment = ray.get(call)
             except ray.exceptions.RayError as exc:
+                if not self._store_alive():  # the store's death failed the call, not the worker
+                    self._restart_store()
+                    return
                 h.last_error = one_line(exc)
                 died = isinstance(exc, ray.exceptions.RayActorError)
                 print(f"worker {h.spec.rank}: {h.last_error}", flush=True)
@@ -296,9 +413,24 @@ class RayTransport(FaultBook):
             if not self.sync:
                 self._fill_up(h)
 
+    def _placed(self, h: Handle, now: float) -> bool:
+        """Whether Ray has placed and built `h`'s actor; its hang clock starts then, not when its call was queued."""
+        import ray
+
+        if not h.placed and h.ready is not None and ray.wait([h.ready], timeout=0)[0]:
+            h.placed = True
+            h.issued = max(h.issued, now)
+        if not h.placed and h.calls and now - h.issued > self.hp.worker_timeout and not h.waiting_said:
+            h.waiting_said = True
+            print(f"worker {h.spec.rank}: waiting for a node with {resources_text(self.options)} free (not placed "
+                  f"after {self.hp.worker_timeout:g} s; not counted as hung)", flush=True)
+        return h.placed
+
     def _check_hung(self) -> None:
         now = time.monotonic()
         for h in self.handles:
+            if not self._placed(h, now):
+                continue
             if h.calls and now - h.issued > self.hp.worker_timeout:
                 h.last_error = f"no shipment within worker_timeout={self.hp.worker_timeout:g} s"
                 self._restart(h, f"made no shipment for {self.hp.worker_timeout:g} s (hung)")
@@ -322,19 +454,24 @@ class RayTransport(FaultBook):
         return [h.actor for h in self.handles]
 
     def close(self) -> None:
-        """Kill every actor (no call is awaited) and disconnect this driver; a cluster it joined keeps running."""
-        if not self.handles and not self.connected:
+        """Kill every actor (no call is awaited), the weight store and the learner's seat included, and disconnect
+        this driver if it connected it; a cluster it joined keeps running."""
+        if not self.handles and not self.connected and self.store is None and self.seat is None:
             return
         import ray
 
         if ray.is_initialized():
-            for h in self.handles:
+            for actor in [h.actor for h in self.handles] + [self.store, self.seat]:
+                if actor is None:
+                    continue
                 try:
-                    ray.kill(h.actor, no_restart=True)
+                    ray.kill(actor, no_restart=True)
                 except Exception:  # noqa: BLE001 - already gone
                     pass
+            for h in self.handles:
                 h.calls.clear()
         self.handles = []
+        self.store = self.seat = None
         self.pending.clear()
         if self.connected:
             ray.shutdown()
@@ -354,8 +491,8 @@ class RankActor:
 class RankHandle:
     """A rank's actor behind the calls rl.parallel.collective.reap makes of a process."""
 
-    def __init__(self, actor, ref):
-        self.actor, self.ref = actor, ref
+    def __init__(self, actor, ref, rank: int = 0, ready=None):
+        self.actor, self.ref, self.rank, self.ready, self.watch = actor, ref, rank, ready, None
 
     def join(self, timeout: float | None = None) -> None:
         import ray
@@ -370,20 +507,136 @@ class RankHandle:
     def kill(self) -> None:
         import ray
 
+        if self.watch is not None:
+            self.watch.forget(self)  # killed by rank 0: not a failure to report
         ray.kill(self.actor)
 
 
-def launch_ranks(hp, follow, port: int) -> tuple[str, list[RankHandle]]:
-    """Start ranks 1..M-1 as Ray actors (the resources of a worker actor each); returns rank 0's init method
-    (tcp://this node's address:port, where this process's TCPStore listens) and their handles."""
+def rank_failure(handle: RankHandle) -> tuple[str, int] | None:
+    """(one line, exit status) when the rank's call ended with an error; None while it runs or after it returned."""
+    import ray
+
+    if not ray.wait([handle.ref], timeout=0)[0]:
+        return None
+    try:
+        ray.get(handle.ref)
+        return None
+    except Exception as exc:  # noqa: BLE001 - whatever the rank raised, or Ray's word for its death
+        cause = getattr(exc, "cause", None)
+        code = 2 if isinstance(cause, ConfigError) else 1
+        return f"error: rank {handle.rank} (a Ray actor) failed: {one_line(exc)}", code
+
+
+class RankWatch:
+    """Rank 0's eye on its rank actors while the group lasts: a rank that failed ends the run with the rank's own
+    error in one line, at once. While rank 0 trains, its next collective fails as the rank's group closes, and
+    `explain()` (rl/parallel/collective.py asks before it says "lost its group") gives the rank's error; while rank 0
+    is blocked in gloo's rendezvous (which Python cannot interrupt), this thread ends the process after 5 s."""
+
+    GRACE_S = 5.0
+
+    def __init__(self, handles: list[RankHandle]):
+        import threading
+
+        self.handles = list(handles)
+        self.failure: tuple[str, int] | None = None
+        self.explained = threading.Event()
+        self.stopped = threading.Event()
+        for h in handles:
+            h.watch = self
+        self.thread = threading.Thread(target=self._run, name="rl-rank-watch", daemon=True)
+        self.thread.start()
+
+    def forget(self, handle: RankHandle) -> None:
+        self.stopped.set()  # rank 0 is closing the group: what the ranks do now is its doing
+
+    def _run(self) -> None:
+        import os
+        import sys
+
+        import ray
+
+        while not self.stopped.is_set():
+            refs = [h.ref for h in self.handles]
+            if not refs:
+                return
+            try:
+                ray.wait(refs, num_returns=1, timeout=1.0)
+            except Exception:  # noqa: BLE001 - the driver is disconnecting
+                return
+            for h in list(self.handles):
+                failure = None if self.stopped.is_set() else rank_failure(h)
+                if failure is None:
+                    if not ray.wait([h.ref], timeout=0)[0]:
+                        continue
+                    self.handles.remove(h)  # it returned: the group ended
+                    continue
+                self.failure = failure
+                if not self.explained.wait(self.GRACE_S) and not self.stopped.is_set():
+                    print(failure[0], file=sys.stderr, flush=True)
+                    os._exit(failure[1])
+                return
+
+    def explain(self, timeout: float = 5.0) -> tuple[str, int] | None:
+        """The failure of a rank that broke the group (waiting up to `timeout` s for Ray to report it), or None."""
+        deadline = time.monotonic() + timeout
+        while self.failure is None and time.monotonic() < deadline and self.thread.is_alive():
+            time.sleep(0.05)
+        if self.failure is not None:
+            self.explained.set()
+        return self.failure
+
+
+def rank_options(hp) -> dict:
+    return {"num_cpus": float(hp.ray_rank_cpus), "num_gpus": float(hp.ray_rank_gpus),
+            "resources": parse_resources(hp.ray_rank_resources)}
+
+
+def wait_placed(handles: list[RankHandle], timeout_s: float, options: dict) -> None:
+    """Until Ray has placed every rank actor. A rank that fails meanwhile, or one still unplaced after `timeout_s`
+    (the group's own timeout), ends the run here in one line: exit 1 (2 for a ConfigError of the rank's)."""
+    import sys
+
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    waiting = list(handles)
+    while waiting:
+        ready, _ = ray.wait([h.ready for h in waiting], num_returns=len(waiting), timeout=1.0)
+        for h in handles:
+            failure = rank_failure(h)
+            if failure is not None:
+                print(failure[0], file=sys.stderr, flush=True)
+                raise SystemExit(failure[1])
+        waiting = [h for h in waiting if h.ready not in ready]
+        if waiting and time.monotonic() > deadline:
+            print(f"error: rank {waiting[0].rank} (a Ray actor) was not placed within group_timeout_s="
+                  f"{timeout_s:g} s: no node had {resources_text(options)} free (ray_rank_cpus, ray_rank_gpus, "
+                  f"ray_rank_resources)", file=sys.stderr, flush=True)
+            raise SystemExit(1)
+
+
+def launch_ranks(hp, follow, port: int) -> tuple[str, list[RankHandle], RankWatch]:
+    """Start ranks 1..M-1 as Ray actors (declaring `ray_rank_cpus`, `ray_rank_gpus`, `ray_rank_resources`), wait
+    until Ray has placed them all, and watch them (`RankWatch`); returns rank 0's init method (tcp://this node's
+    address:port, where this process's TCPStore listens), their handles and the watch."""
     import ray
 
     transport = RayTransport(hp)
     transport.connect()
+    options = rank_options(hp)
+    transport._check_resources(options, "gradient rank actor")
     address = f"tcp://{ray.util.get_node_ip_address()}:{port}"
-    actor_class = ray.remote(max_restarts=0, max_task_retries=0, **transport.options)(RankActor)
+    actor_class = ray.remote(max_restarts=0, max_task_retries=0, **options)(RankActor)
     children = []
     for rank in range(1, hp.num_grad_workers):
         actor = actor_class.remote()
-        children.append(RankHandle(actor, actor.run.remote(follow, rank, address)))
-    return address, children
+        ready = actor.__ray_ready__.remote()  # before run(): an actor's calls run in order, and run() lasts the run
+        children.append(RankHandle(actor, actor.run.remote(follow, rank, address), rank, ready))
+    try:
+        wait_placed(children, hp.group_timeout_s, options)
+    except BaseException:
+        for h in children:
+            ray.kill(h.actor)
+        raise
+    return address, children, RankWatch(children)
