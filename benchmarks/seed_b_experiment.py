@@ -1,0 +1,264 @@
+"""Seed B's claim tested as published (issue 31): uniform against elite replay, and the ablation that ranks by the
+sampling counter only, on seed B's games with its network, schedule and settings (`hparams/scheme.py`: the
+`*_impala_seaquest` and `*_impala_breakout` sets), several seeds an arm, with the volatility the claim speaks of.
+
+Training: every arm with every seed, `train.py --hparams SET --seed S --train_steps STEPS` into
+OUTPUT_DIR/GAME/ARM_seedS (log beside it, ARM_seedS.log), `--jobs` runs at once (1 on a 2-core machine; several on a
+16-core GPU machine). A finished run (eval.json at STEPS) is skipped and an unfinished one resumes from its newest
+checkpoint, so the driver can be stopped (Ctrl-C or SIGTERM: every run checkpoints and exits) and started again.
+`--num_workers` and `--override` pass on to every run alike (e.g. fewer workers than the sets' 7 on a small machine:
+say so beside the results).
+
+Report (also `--report_only`): per arm, the 100-game mean score against agent steps and against wall time (one colour
+per arm, the mean over seeds with a band from the lowest to the highest seed), the per-update policy KL on the probe
+set, the behaviour-vs-target KL on the replayed steps, and lambda, to OUTPUT_DIR/GAME/seed_b_experiment.png; and the
+volatility test as the claim states it, defined here before any run: each run's training is cut into windows of
+`--window` agent steps; a window is high-volatility when its mean volatility/policy_kl is at or above the median of
+all windows of all runs of the game (one threshold for every arm); the score slope of a window is the change of the
+100-game mean score across it, per million agent steps. Printed: each arm's mean slope in high- and in low-volatility
+windows, and elite's (and the ablation's) difference to uniform in each, seed by seed. rliable's IQM with intervals at
+fixed budgets and the probability that elite beats uniform come from `python -m rl.report` over the same folder
+(printed at the end).
+
+    nice -n 10 .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --steps 2000000
+    .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --report_only
+    .venv/bin/python -m rl.report runs/seed_b_experiment/seaquest --output runs/seed_b_experiment/seaquest/report
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, print_table  # noqa: E402
+from elite_replay import finished, new_sitting, number  # noqa: E402
+
+ARMS = {"seaquest": {"uniform": "uniform_impala_seaquest", "elite": "elite_impala_seaquest",
+                     "counter": "counter_impala_seaquest"},
+        "breakout": {"uniform": "uniform_impala_breakout", "elite": "elite_impala_breakout"}}
+COLOURS = {"uniform": "tab:blue", "elite": "tab:red", "counter": "tab:green"}
+COLUMNS = {"score": "game_score_mean", "policy_kl": "volatility_policy_kl", "replay_kl": "volatility_replay_kl",
+           "lambda": "replay_lambda"}
+
+
+# ---------------------------------------------------------------------------------------------- training
+def run_dir(out: Path, arm: str, seed: int) -> Path:
+    return out / f"{arm}_seed{seed}"
+
+
+def command(args, set_name: str, run: Path, seed: int) -> list[str]:
+    cmd = ["nice", "-n", str(args.nice), sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(run),
+           "--seed", str(seed), "--train_steps", str(args.steps)]
+    if args.num_workers is not None:
+        cmd += ["--num_workers", str(args.num_workers)]
+    if args.override:
+        cmd += ["--hparam_override", args.override]
+    return cmd
+
+
+def train(args, out: Path, arms: dict[str, str]) -> None:
+    """Every arm x seed not finished yet, `--jobs` at a time, seeds outermost (the arms of a seed run together)."""
+    todo = [(arm, seed) for seed in args.seeds for arm in arms if not finished(run_dir(out, arm, seed), args.steps)]
+    for seed in args.seeds:
+        for arm in arms:
+            if (arm, seed) not in todo:
+                print(f"{run_dir(out, arm, seed).name}: finished, skipped", flush=True)
+    running: list[tuple[str, subprocess.Popen, float]] = []
+
+    def stop(signum, frame):  # every run checkpoints and exits, then so does the driver
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while todo or running:
+            while todo and len(running) < args.jobs:
+                arm, seed = todo.pop(0)
+                run = run_dir(out, arm, seed)
+                cmd = command(args, arms[arm], run, seed)
+                print(f"{run.name}: training ({' '.join(cmd)})", flush=True)
+                with open(out / f"{run.name}.log", "a") as log:
+                    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                running.append((run.name, proc, time.perf_counter()))
+            time.sleep(1)
+            for item in [r for r in running if r[1].poll() is not None]:
+                name, proc, start = item
+                running.remove(item)
+                if proc.returncode != 0:
+                    sys.exit(f"{name}: train.py exited with {proc.returncode}; see {out / (name + '.log')}")
+                print(f"{name}: done in {(time.perf_counter() - start) / 60:.1f} min", flush=True)
+    finally:
+        for _, proc, _ in running:  # runs never outlive the driver: each saves a checkpoint on SIGTERM
+            proc.terminate()
+        for _, proc, _ in running:
+            proc.wait()
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def read(run: Path) -> dict[str, np.ndarray]:
+    """progress.csv's agent steps, wall minutes (summed over a resumed run's sittings) and the COLUMNS, as arrays
+    (NaN where a row lacks one)."""
+    path = run / "progress.csv"
+    rows, offset, prev = [], 0.0, None
+    if path.exists():
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if prev is not None and new_sitting(prev, row):
+                    offset += number(prev, "wall_time_s")
+                prev = row
+                rows.append({"steps": float(row["env_steps"]), "minutes": (offset + number(row, "wall_time_s")) / 60,
+                             **{k: number(row, c) for k, c in COLUMNS.items()}})
+    return {k: np.array([np.nan if r[k] is None else r[k] for r in rows], float)
+            for k in ("steps", "minutes", *COLUMNS)}
+
+
+def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """y interpolated at `grid` along x, NaN beyond the run's logged range."""
+    keep = ~np.isnan(y)
+    if keep.sum() < 2:
+        return np.full(len(grid), np.nan)
+    out = np.interp(grid, x[keep], y[keep])
+    out[(grid < x[keep][0]) | (grid > x[keep][-1])] = np.nan
+    return out
+
+
+def windows(data: dict[str, np.ndarray], width: float) -> list[dict]:
+    """The run's windows of `width` agent steps: mean policy KL of the rows inside, score slope across (per 1M)."""
+    out = []
+    for start in np.arange(0, np.nanmax(data["steps"], initial=0) - width + 1, width):
+        inside = (data["steps"] > start) & (data["steps"] <= start + width)
+        kl = data["policy_kl"][inside]
+        ends = on_grid(data["steps"], data["score"], np.array([start, start + width]))
+        if np.isnan(kl).all() or np.isnan(ends).any():
+            continue
+        out.append({"start": start, "policy_kl": float(np.nanmean(kl)), "slope": (ends[1] - ends[0]) / width * 1e6})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- reporting
+def plot(runs: dict[str, dict[int, dict]], path: Path, game: str) -> None:
+    """Score against agent steps and wall time, policy KL, replay KL and lambda: per arm the mean over seeds and a
+    band from the lowest to the highest seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("steps", "score", "100-game mean score"), ("minutes", "score", "100-game mean score"),
+              ("steps", "policy_kl", "policy KL per update (probe set)"),
+              ("steps", "replay_kl", "KL(target || behaviour), replayed steps"), ("steps", "lambda", "lambda")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
+    for ax, (x, y, label) in zip(axes, panels):
+        for arm, seeds in runs.items():
+            top = max(np.nanmax(d[x], initial=0) for d in seeds.values())
+            grid = np.linspace(0, top, 200)
+            curves = np.array([on_grid(d[x], d[y], grid) for d in seeds.values()])
+            seen = ~np.isnan(curves).all(axis=0)
+            if not seen.any():
+                continue
+            scale = 1e6 if x == "steps" else 60
+            with np.errstate(all="ignore"):
+                mean, low, high = (f(curves[:, seen], axis=0) for f in (np.nanmean, np.nanmin, np.nanmax))
+            ax.plot(grid[seen] / scale, mean, color=COLOURS[arm], label=f"{arm} ({len(seeds)} seeds)")
+            ax.fill_between(grid[seen] / scale, low, high, color=COLOURS[arm], alpha=0.2)
+        ax.set_xlabel("agent steps (millions)" if x == "steps" else "wall time (hours)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"seed B's experiment on {game}: mean over seeds, band lowest to highest seed")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
+    per_run = {(arm, seed): windows(d, width) for arm, seeds in runs.items() for seed, d in seeds.items()}
+    kls = [w["policy_kl"] for ws in per_run.values() for w in ws]
+    if not kls:
+        print(f"\nvolatility: no window of {width:,.0f} agent steps with both a policy KL and a score yet")
+        return
+    threshold = float(np.median(kls))
+    slopes = {}
+    for key, ws in per_run.items():
+        high = [w["slope"] for w in ws if w["policy_kl"] >= threshold]
+        low = [w["slope"] for w in ws if w["policy_kl"] < threshold]
+        slopes[key] = (np.mean(high) if high else np.nan, np.mean(low) if low else np.nan, len(high), len(low))
+    print(f"\nscore slope (points per 1M agent steps) in windows of {width:,.0f} agent steps, high volatility: "
+          f"policy KL >= {threshold:.3g} (the median of all {len(kls)} windows)")
+    rows = [{"run": f"{arm}_seed{seed}", "high-volatility slope": f"{h:+.1f} ({nh})", "low-volatility slope":
+             f"{lo:+.1f} ({nl})"} for (arm, seed), (h, lo, nh, nl) in slopes.items()]
+    print_table(rows, ["run", "high-volatility slope", "low-volatility slope"])
+    uniform = {seed: v for (arm, seed), v in slopes.items() if arm == "uniform"}
+    for arm in [a for a in runs if a != "uniform"]:
+        diffs = [(slopes[(arm, s)][0] - uniform[s][0], slopes[(arm, s)][1] - uniform[s][1]) for s in runs[arm]
+                 if s in uniform]
+        if diffs:
+            high, low = np.array(diffs).T
+            print(f"{arm} - uniform, seed by seed: high-volatility {np.round(high, 1).tolist()} (mean "
+                  f"{np.nanmean(high):+.1f}), low-volatility {np.round(low, 1).tolist()} (mean {np.nanmean(low):+.1f})")
+
+
+def report(args, out: Path, arms: dict[str, str]) -> None:
+    runs = {arm: {seed: read(run_dir(out, arm, seed)) for seed in args.seeds} for arm in arms}
+    runs = {arm: {s: d for s, d in seeds.items() if len(d["steps"])} for arm, seeds in runs.items()}
+    runs = {arm: seeds for arm, seeds in runs.items() if seeds}
+    if not runs:
+        print(f"no run in {out} has logged a row yet")
+        return
+    rows = []
+    for arm, seeds in runs.items():
+        for seed, d in seeds.items():
+            path = run_dir(out, arm, seed) / "eval.json"
+            final = json.loads(path.read_text()) if path.exists() else {}
+            last = {k: d[k][~np.isnan(d[k])][-1] if (~np.isnan(d[k])).any() else np.nan for k in d}
+            rows.append({"run": f"{arm}_seed{seed}", "agent steps": f"{last['steps']:,.0f}",
+                         "wall min": f"{last['minutes']:.0f}", "score": f"{last['score']:+.1f}",
+                         "policy KL": f"{last['policy_kl']:.3g}", "lambda": f"{last['lambda']:.3f}",
+                         "final eval": f"{final['mean_return']:+.1f}" if "mean_return" in final else "not finished"})
+    print_table(rows, ["run", "agent steps", "wall min", "score", "policy KL", "lambda", "final eval"])
+    volatility_table(runs, args.window)
+    plot(runs, out / "seed_b_experiment.png", args.game)
+    print(f"\nplot: {out / 'seed_b_experiment.png'}")
+    print(f"IQM and probability of improvement: .venv/bin/python -m rl.report {out} --output {out / 'report'}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--game", choices=sorted(ARMS), default="seaquest")
+    p.add_argument("--arms", nargs="+", help="a subset of the game's arms (default: all: uniform, elite[, counter])")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--steps", type=int, default=2_000_000, help="agent steps per run")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once")
+    p.add_argument("--num_workers", type=int, help="collection workers of every run (default: the sets' 7)")
+    p.add_argument("--override", default="", help="--hparam_override for every run alike")
+    p.add_argument("--output_dir", default=str(ROOT / "runs" / "seed_b_experiment"))
+    p.add_argument("--window", type=float, default=100_000, help="agent steps per volatility window")
+    p.add_argument("--nice", type=int, default=10, help="niceness of the training runs")
+    p.add_argument("--report_only", action="store_true", help="report the runs there, train nothing")
+    args = p.parse_args()
+    arms = ARMS[args.game]
+    unknown = [a for a in args.arms or () if a not in arms]
+    if unknown:
+        sys.exit(f"unknown arm {unknown[0]!r} for {args.game}: valid: {', '.join(arms)}")
+    arms = {a: s for a, s in arms.items() if not args.arms or a in args.arms}
+    out = Path(args.output_dir).expanduser() / args.game
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        try:
+            train(args, out, arms)
+        except KeyboardInterrupt:
+            sys.exit("stopped: every run checkpointed; run the same command again to resume")
+    report(args, out, arms)
+
+
+if __name__ == "__main__":
+    main()
