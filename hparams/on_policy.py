@@ -28,7 +28,8 @@ def on_policy() -> HParams:
     d("vf_coef", 0.5, "value loss coefficient", bound=at_least(0))
     d("normalize_advantage", True, "standardise advantages in each minibatch")
     d("target_kl", 0.0, "stop an update's epochs once approx KL exceeds 1.5 x this (0: off)", bound=at_least(0))
-    d("lr_decay", False, "decay the learning rate linearly to 0 over train_steps")
+    d("lr_decay", False, "decay the learning rate linearly to 0 over train_steps (agent impala: polynomially, "
+      "lr_decay_power, to lr_end_value over lr_scheduler_steps batches)")
     d("clip_decay", False, "decay clip_range linearly to 0 over train_steps")
     d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
     d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
