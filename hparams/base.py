@@ -1,6 +1,6 @@
 """`base()`: every setting that all agents share, with one line of help each. Families extend it."""
 
-from rl.hparams import PROBABILITY, HParams, above, at_least, between, each, one_of, where
+from rl.hparams import PROBABILITY, HParams, above, at_least, between, each, either, one_of
 
 
 def base() -> HParams:
@@ -31,7 +31,7 @@ def base() -> HParams:
     d("noop_max", 30, "atari: up to this many no-op actions at the start of a game", bound=at_least(0))
     d("sticky_actions", -1.0, "atari: probability of repeating the previous action (-1: the id's own: 0.25 for "
       "ALE/*-v5, 0 for *NoFrameskip-v4)",
-      bound=where(lambda p: p == -1 or 0 <= p <= 1, "-1 or a probability in [0, 1]"))
+      bound=either(one_of(-1.0), PROBABILITY))
     d("full_action_space", False, "atari: all 18 actions instead of the game's minimal set")
     d("terminal_on_life_loss", False, "atari: a lost life ends the learning episode (the game goes on; scores "
       "still count whole games)")

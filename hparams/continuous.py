@@ -11,7 +11,7 @@ and the sets learn with it (README, continuous control).
 """
 
 from hparams.base import base, off_policy
-from rl.hparams import FINITE, HParams, above, at_least, one_of, where
+from rl.hparams import FINITE, HParams, above, at_least, either, one_of
 from rl.registry import hparams
 
 
@@ -85,7 +85,7 @@ def sac() -> HParams:
     d("log_std_init", -3.0, "gsde_actor: initial value of every entry of the log std matrix", bound=FINITE)
     d("gsde_clip_mean", 2.0, "gsde_actor: the pre-squash mean is clipped to +-this (0: no clip)", bound=at_least(0))
     d("sde_sample_freq", -1, "act_select gsde: acting steps between new noise matrices (-1: every training phase, "
-      "SB3's default)", bound=where(lambda n: n == -1 or n >= 1, "-1 or >= 1"))
+      "SB3's default)", bound=either(one_of(-1), at_least(1)))
     d("tune_alpha", True, "learn alpha towards the target entropy (false: alpha stays initial_alpha)")
     d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))", bound=FINITE)
     d("lr_alpha", 0.0, "temperature learning rate (0: lr)", bound=at_least(0))

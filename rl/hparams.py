@@ -3,7 +3,8 @@
 Sets (in `hparams/`) are functions that build a fresh HParams: `base()` defines every common setting, a family adds
 its own with `define`, and a derived set calls its parent and assigns. Reading or assigning an unknown key is an
 error naming the close matches; an assigned value must have the type of the default (ints widen to floats) and
-lie within the setting's bound, if `define` gave one (`bound=above(0)`, `between(0, 1)`, `one_of(...)`, `where(...)`).
+lie within the setting's bound, if `define` gave one (`bound=above(0)`, `between(0, 1)`, `one_of(...)`, `each(...)`,
+`either(...)`, `where(...)`; all of them pickle, since settings travel to worker processes).
 Every way a value arrives (a set, `--hparam_override`, `--control`, a resumed hparams.json, a search's choice) passes
 that one check, which refuses in one line naming the setting, the value and the bound.
 Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value.
@@ -59,7 +60,8 @@ class Range:
 
 @dataclass(frozen=True)
 class Where:
-    """Any other rule: `test(value)` must be true; `text` says what it asks and why ("-1 or in [0, 1]")."""
+    """Any other rule: `test(value)` must be true; `text` says what it asks and why. `test` must be a module-level
+    function, not a lambda: settings travel to worker processes by pickle."""
 
     test: Callable[[Any], bool]
     text: str
@@ -69,6 +71,45 @@ class Where:
 
     def __str__(self) -> str:
         return self.text
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A value from a closed list (a string setting's choices)."""
+
+    values: tuple
+
+    def holds(self, value: Any) -> bool:
+        return value in self.values
+
+    def __str__(self) -> str:
+        return f"one of {', '.join(map(str, self.values))}"
+
+
+@dataclass(frozen=True)
+class Each:
+    """A list setting whose every item keeps `bound`."""
+
+    bound: Any
+
+    def holds(self, value: Any) -> bool:
+        return all(self.bound.holds(v) for v in value)
+
+    def __str__(self) -> str:
+        return f"a list whose items are each {self.bound}"
+
+
+@dataclass(frozen=True)
+class Either:
+    """A value that keeps any one of `bounds` (sticky_actions: -1, or a probability)."""
+
+    bounds: tuple
+
+    def holds(self, value: Any) -> bool:
+        return any(b.holds(value) for b in self.bounds)
+
+    def __str__(self) -> str:
+        return " or ".join(map(str, self.bounds))
 
 
 def above(low: float) -> Range:
@@ -87,13 +128,16 @@ def where(test: Callable[[Any], bool], text: str) -> Where:
     return Where(test, text)
 
 
-def one_of(*values: Any) -> Where:
-    return Where(lambda v: v in values, f"one of {', '.join(map(str, values))}")
+def one_of(*values: Any) -> OneOf:
+    return OneOf(tuple(values))
 
 
-def each(bound: Range | Where) -> Where:
-    """A list setting whose every item keeps `bound`."""
-    return Where(lambda items: all(bound.holds(v) for v in items), f"a list whose items are each {bound}")
+def each(bound) -> Each:
+    return Each(bound)
+
+
+def either(*bounds) -> Either:
+    return Either(tuple(bounds))
 
 
 PROBABILITY = between(0, 1)
@@ -110,8 +154,7 @@ class HParams:
         object.__setattr__(self, "_bounds", {})  # name -> Range or Where, for the settings defined with one
 
     # ------------------------------------------------------------------ definition and access
-    def define(self, name: str, default: Any, doc: str, elem: type | None = None,
-               bound: Range | Where | None = None) -> None:
+    def define(self, name: str, default: Any, doc: str, elem: type | None = None, bound=None) -> None:
         """Add a setting; `elem` is the element type of a list setting whose default is empty; `bound` the values it
         may take (every assignment is checked against it)."""
         if name in self._values:
@@ -124,6 +167,9 @@ class HParams:
         self._types[name] = (kind, elem)
         self._docs[name] = doc
         if bound is not None:
+            if getattr(getattr(bound, "test", None), "__name__", "") == "<lambda>":
+                raise ConfigError(f"setting {name!r}: its where() test is a lambda, which cannot travel to worker "
+                                  f"processes (pickle): use a module-level function, or one_of/either/each")
             self._bounds[name] = bound
         self._values[name] = self._check(name, default)
 
@@ -196,7 +242,7 @@ class HParams:
     def doc(self, name: str) -> str:
         return self._docs[name]
 
-    def bound(self, name: str) -> Range | Where | None:
+    def bound(self, name: str):
         """The values `name` may take (None: any of its type)."""
         return self._bounds.get(name)
 

@@ -29,6 +29,10 @@ def one_line(err: str, *words: str) -> None:
     assert err.count("\n") == 1 and all(w in err for w in words), err
 
 
+def _sticky(p: float) -> bool:
+    return p == -1 or 0 <= p <= 1
+
+
 def test_a_bound_is_checked_on_every_assignment_and_a_setting_without_one_takes_any_value():
     hp = HParams()
     hp.define("lr", 3e-4, "learning rate", bound=above(0))
@@ -36,7 +40,7 @@ def test_a_bound_is_checked_on_every_assignment_and_a_setting_without_one_takes_
     hp.define("tau", 1.0, "target update rate", bound=between(0, 1, low_open=True))
     hp.define("sizes", [64], "widths", bound=each(at_least(1)))
     hp.define("loss", "huber", "loss", bound=one_of("huber", "mse"))
-    hp.define("sticky", -1.0, "probability", bound=where(lambda p: p == -1 or 0 <= p <= 1, "-1 or in [0, 1]"))
+    hp.define("sticky", -1.0, "probability", bound=where(_sticky, "-1 or in [0, 1]"))
     hp.define("free", 1.0, "no bound")
     hp.parse("lr=1e-9,gamma=0,tau=1,sizes=[1,2],loss=mse,sticky=0.25,free=-5")
     assert (hp.gamma, hp.tau, hp.free) == (0.0, 1.0, -5.0)
@@ -54,6 +58,8 @@ def test_a_bound_is_checked_on_every_assignment_and_a_setting_without_one_takes_
     with pytest.raises(ConfigError, match="'x' must be >= 1, got 0"):  # a default outside its own bound
         hp.define("x", 0, "x", bound=at_least(1))
     assert hp.copy().bound("gamma") == between(0, 1) and hp.bound("free") is None
+    with pytest.raises(ConfigError, match="'y': its where\\(\\) test is a lambda"):  # it would not pickle
+        hp.define("y", 1, "y", bound=where(lambda v: v > 0, "> 0"))
 
 
 def test_the_usual_bounds_are_declared_on_the_sets():
@@ -149,3 +155,15 @@ def test_a_resumed_hparams_json_out_of_bounds_is_one_line(capsys, tmp_path):
     status, err = main(capsys, "--hparams", "ppo_cartpole", "--output_dir", str(out))
     assert status == 2
     one_line(err, "hparams.json", "'gamma'", "[0, 1]", "2.0")
+
+
+def test_every_set_pickles_with_its_bounds_for_worker_processes():
+    import pickle
+
+    for name in sets:
+        hp = sets[name]()
+        back = pickle.loads(pickle.dumps(hp))
+        assert back == hp and all(str(back.bound(k)) == str(hp.bound(k)) for k in hp.to_dict())
+    with pytest.raises(ConfigError, match="'sticky_actions' must be one of -1.0 or in \\[0, 1\\], got 1.5"):
+        sets["ppo_atari"]().sticky_actions = 1.5
+    sets["ppo_atari"]().sticky_actions = 0.25

@@ -61,7 +61,11 @@ def search(args) -> None:
                 raise ConfigError(f"another search is running in {out}") from None
         store, study = open_search(args, hp, params)
         if shared(args):  # other searches may be running trials: only those that lost their worker come back
-            stopped = _requeue_stale(store, study, studies.worker_id())
+            asking = _ask_lock(args, out)  # (a trial being handed out carries its old worker until it is marked)
+            try:
+                stopped = _requeue_stale(store, study, studies.worker_id())
+            finally:
+                asking.release()
         else:
             stopped = studies.recover(store, study)
         for number in stopped:
