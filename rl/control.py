@@ -40,6 +40,8 @@ def changeable(hp) -> tuple[str, ...]:
     from rl.registry import agents
 
     live = tuple(getattr(agents[hp.agent], "LIVE_SETTINGS", ()))
+    if "summed_clip" in hp and hp.summed_clip > 0:  # the clip is summed_clip / (T x batch): max_grad_norm unused
+        live = tuple(s for s in live if s != "max_grad_norm")
     if hp.num_grad_workers > 1 and hp.grad_communication == "sync":
         live = ()
     elif hp.num_grad_workers > 1:  # asynchronous gradient workers compute the loss; the learner steps
