@@ -290,6 +290,7 @@ def test_the_study_hands_an_interrupted_trial_back_under_its_own_number(tmp_path
     assert [t.number for t in studies.finished(study.trials)] == [0, 1] and len(study.trials) == 2
 
 
+@pytest.mark.slow
 def test_a_budget_below_eval_interval_still_prunes(tmp_path):
     """ppo_cartpole evaluates every 50k steps: a 3000-step search would report nothing to the pruner. The search
     places evaluations every 500 steps (said, and kept in the trials' overrides and the best command); the bad trial
@@ -324,6 +325,7 @@ def test_a_budget_below_eval_interval_still_prunes(tmp_path):
     assert "--tune_pruner none" in refused.stderr and not (tmp_path / "refused").exists()
 
 
+@pytest.mark.slow
 def test_sampler_pruner_journal_storage_and_study_name_and_the_search_report(tmp_path):
     """random sampling, no pruner, the study in a journal file under another name: the search runs, resumes from
     that file, and writes trials.csv and Optuna's figures."""
