@@ -97,6 +97,10 @@ def parser() -> argparse.ArgumentParser:
                                                "has workers, a PyTorchJob of gradient ranks when it has none)")
     k8s.add_argument("--cpus", type=int, help="CPUs of the learner's pod (default: 1 + num_workers, at least 2)")
     k8s.add_argument("--memory", help="memory of each pod (default 16Gi)")
+    k8s.add_argument("--node_selector", metavar="KEY=VALUE[,KEY=VALUE]",
+                     help="node labels the accelerator pods must have (default: none for GPUs, whose nvidia.com/gpu "
+                          "request places them on any cloud's GPU nodes; GKE's TPU labels for TPUs); e.g. "
+                          "cloud.google.com/gke-accelerator=nvidia-l4 or nvidia.com/gpu.product=NVIDIA-L4")
     k8s.add_argument("--dry_run", type=str2bool, default=False,
                      help="print the manifests (for kubectl apply -f -) instead of submitting them")
     return p

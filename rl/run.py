@@ -33,7 +33,8 @@ from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
     uses_scheme,
 )
 
-CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "dry_run")
+CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "node_selector",
+                "dry_run")
 TUNE_FLAGS = ("tune_space", "tune_jobs", "tune_sampler", "tune_pruner", "tune_storage", "tune_study")
 
 

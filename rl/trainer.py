@@ -5,6 +5,7 @@ by workers (rl/parallel, imported only then). Synchronous gradient workers of ra
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -32,9 +33,25 @@ def configure_torch(hp) -> None:
     Adam's moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU
     arithmetic on denormals is tens of times slower: without flushing, the optimizer step dominates a small
     network's update."""
+    requested = hp.device
     hp.device = resolve_device(hp.device)
+    check_cuda_expected(requested, hp.device)
     limit_threads(hp.torch_threads)
     torch.set_flush_denormal(True)
+
+
+def check_cuda_expected(requested: str, device: str, environ=os.environ) -> None:
+    """A pod that asked Kubernetes for a GPU says so (RL_EXPECT_CUDA=1, set by the k8s/ manifests): a run there that
+    finds no CUDA device (the rl:cpu image, a node without its driver) is one line and exit 2, not a silent CPU run on
+    a GPU node. `device=cpu` set on purpose is left alone."""
+    if environ.get("RL_EXPECT_CUDA") != "1" or requested == "cpu" or str(device).startswith("cuda") and \
+            torch.cuda.is_available():
+        return
+    from rl.errors import ConfigError
+
+    raise ConfigError(f"this pod asked for a GPU (RL_EXPECT_CUDA=1) but torch {torch.__version__} finds no CUDA "
+                      f"device (built for CUDA {torch.version.cuda or 'none'}): run the rl:cuda image on a node whose "
+                      f"NVIDIA driver and device plugin work, or set device=cpu")
 
 
 def build_agent(hp, env, seed: int):

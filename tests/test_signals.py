@@ -130,3 +130,31 @@ def test_pid1_copies_parent_passes_sigterm_on_every_copy_checkpoints_and_the_com
     assert res.returncode == 0, res.stderr[-3000:]
     for step in steps:
         assert f"resuming from step {step}" in res.stdout
+
+
+def test_prestop_finds_train_py_command_lines_only():
+    from rl.cloud.prestop import runs_train
+
+    assert runs_train(["python", "train.py", "--hparams", "x"]) and runs_train(["/usr/bin/python3", "/app/train.py"])
+    assert runs_train(["python", "-m", "rl.cloud.entry", "WyItLWxpc3QiXQ=="])
+    assert not runs_train(["python", "-m", "pytest", "tests/test_train_e2e.py"])
+    assert not runs_train(["ray::JobSupervisor"]) and not runs_train(["bash", "train.py"])
+
+
+@needs_pid_namespace
+def test_prestop_hook_makes_a_driver_that_is_not_pid_1_checkpoint_and_exit_143(tmp_path):
+    """A RayJob's learner pod: train.py runs as a child (Ray's job supervisor's), not as PID 1, so the pod's SIGTERM
+    never reaches it; the preStop hook (k8s/rayjob.yaml) sends it one and waits until it has checkpointed. Here in a
+    PID namespace of its own (with its own /proc), as in the pod's container."""
+    out = tmp_path / "run"
+    script = (f"{sys.executable} train.py --hparams ppo_cartpole --output_dir {out} --train_steps {NEVER_ENDS} "
+              f"--hparam_override log_interval=256,checkpoint_interval=10000000 >{tmp_path}/train.log 2>&1 & "
+              f"for i in $(seq 600); do test -s {out}/progress.csv && break; sleep 0.2; done; "
+              f"{sys.executable} -m rl.cloud.prestop --timeout 60; wait $!; echo train exited $?")
+    res = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "bash", "-c", script],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    log = (tmp_path / "train.log").read_text()
+    assert "preStop: SIGTERM to train.py [" in res.stdout, res.stdout + res.stderr + log[-2000:]
+    assert "train exited 143" in res.stdout, res.stdout + log[-2000:]
+    assert "SIGTERM: saved a checkpoint" in log
+    assert sorted((out / "checkpoints").glob("ckpt_*.pt"))

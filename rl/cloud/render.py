@@ -11,8 +11,9 @@ The kind follows from where the run's processes go:
   same search on one study in an Optuna journal file on the shared volume (`--tune_storage`, unless given:
   rl/tune/study.py), taking trials until N are done; each pod runs as many trials at once as it has CPUs.
 
-The train.py command travels as a list of arguments (a RayJob's entrypoint as one shell string quoted with
-shlex), so every flag and `--hparam_override` arrives exactly as typed; only the cluster's own flags are dropped,
+The train.py command travels as a list of arguments (a RayJob's entrypoint, which bash and then /bin/sh read, as
+plain words where every argument is safe from both, else carried whole by `python -m rl.cloud.entry`), so every flag
+and `--hparam_override` arrives exactly as typed; only the cluster's own flags are dropped,
 `--output_dir` becomes the run's folder on the shared volume, and `--ray_address` becomes `auto` inside a RayJob.
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,9 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "k8s"
 RUNS_MOUNT = "/runs"  # where every pod mounts the run folders' volume (k8s/pvc.yaml)
 # flags of train.py that say where and how to submit: they stay on this machine
 CLUSTER_FLAGS = ("--sys", "--image", "--namespace", "--run_name", "--accelerator", "--nodes", "--cpus", "--memory",
-                 "--dry_run")
+                 "--node_selector", "--dry_run")
+EXPECT_CUDA = "RL_EXPECT_CUDA"  # set in GPU pods: train.py fails in one line where torch finds no CUDA device
+TTL_S = 3600  # a finished Job or PyTorchJob is deleted an hour after (its logs with it), freeing its name
 NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # DNS-1035: Services (PyTorchJob, Ray head) need a leading letter
 # longest names the controllers accept: a Job's name is a label value (63); KubeRay derives RayCluster and Service
 # names from a RayJob's (47); the training operator names Services NAME-worker-N (63 - len("-worker-") - 7)
@@ -54,6 +56,7 @@ class Plan:
     memory: str
     replicas: int = 1  # PyTorchJob: ranks (one pod each); RayJob: CPU worker pods
     worker_cpus: int = 0  # RayJob: CPUs of each CPU worker pod
+    node_selector: dict | None = None  # the accelerator pods' (None: the accelerator's own rule, `_place`)
 
     @property
     def output_dir(self) -> str:
@@ -128,11 +131,13 @@ def plan(args, argv: list[str], hp) -> Plan:
     name = args.run_name or run_name(args.output_dir)
     check_name(name, kind)
     image = args.image or ("rl:cuda" if accelerator.is_gpu else "rl:cpu")
-    cpus = args.cpus or max(2, 1 + hp.num_workers)
+    # the learner's pod: itself and its worker processes (a RayJob's workers have pods of their own)
+    cpus = args.cpus or (2 if kind == "RayJob" else max(2, 1 + hp.num_workers))
     memory = args.memory or "16Gi"
     if not re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", memory):
         raise ConfigError(f"--memory {memory!r} is not a Kubernetes quantity: e.g. 16Gi, 512Mi")
-    p = Plan(kind, name, args.namespace, image, accelerator, [], cpus, memory)
+    p = Plan(kind, name, args.namespace, image, accelerator, [], cpus, memory,
+             node_selector=parse_node_selector(getattr(args, "node_selector", None)))
     p.train_args = cluster_argv(argv, p.output_dir, ray=kind == "RayJob")
     if tune and nodes > 1:  # the pods of an Indexed Job share one study
         p.replicas = nodes
@@ -159,13 +164,57 @@ def _size(container: dict, cpus: int, memory: str, accelerator: Accelerator, per
     container["resources"] = {"requests": requests, "limits": limits}
 
 
-def _place(pod: dict, accelerator: Accelerator) -> None:
-    """Node selector and toleration of the accelerator; none for a CPU pod."""
+def parse_node_selector(text: str | None) -> dict | None:
+    """`--node_selector KEY=VALUE[,KEY=VALUE]` -> {KEY: VALUE}; "" -> {} (none); None -> None (not given)."""
+    if text is None:
+        return None
+    selector = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        key, eq, value = entry.partition("=")
+        if not eq or not key.strip() or not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_./]*", key.strip()) \
+                or not re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", value.strip()):
+            raise ConfigError(f"bad --node_selector entry {entry!r}: expected KEY=VALUE[,KEY=VALUE] with node label "
+                              f"keys and values (e.g. nvidia.com/gpu.product=NVIDIA-L4)")
+        selector[key.strip()] = value.strip()
+    return selector
+
+
+def _place(pod: dict, accelerator: Accelerator, selector: dict | None = None) -> None:
+    """Toleration of the accelerator, and a node selector: `--node_selector` where given; for a TPU, GKE's TPU labels
+    (TPUs are GKE's); for a GPU none, since the nvidia.com/gpu request alone places the pod on a GPU node on any
+    cloud (GKE's label would keep it Pending, silently, on EKS, AKS or a cluster of one's own). CPU pods: none."""
     pod.pop("nodeSelector", None)
     pod.pop("tolerations", None)
     if accelerator.resource:
-        pod["nodeSelector"] = dict(accelerator.node_selector)
         pod["tolerations"] = [accelerator.toleration]
+        chosen = selector if selector is not None else (dict(accelerator.node_selector) if accelerator.is_tpu else {})
+        if chosen:
+            pod["nodeSelector"] = dict(chosen)
+
+
+def _expect_cuda(container: dict, accelerator: Accelerator) -> None:
+    """A GPU pod's train.py must find CUDA: without it (the rl:cpu image, no driver) the run would be a silent CPU
+    run on a GPU node."""
+    env = [e for e in container.get("env") or [] if e.get("name") != EXPECT_CUDA]
+    if accelerator.is_gpu:
+        env.append({"name": EXPECT_CUDA, "value": "1"})
+    container["env"] = env
+
+
+def _shm(pod: dict, memory: str) -> None:
+    """/dev/shm (a memory emptyDir, which counts against the pod's memory) sized to half the pod's memory."""
+    for volume in pod.get("volumes") or []:
+        if volume.get("name") == "dshm":
+            volume["emptyDir"]["sizeLimit"] = half(memory)
+
+
+def half(quantity: str) -> str:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?", quantity)
+    number, unit = float(m.group(1)), m.group(2) or ""
+    smaller = {"Ti": "Gi", "Gi": "Mi", "Mi": "Ki", "T": "G", "G": "M", "M": "k"}
+    if unit in smaller:
+        return f"{int(number * 1024 / 2) if unit.endswith('i') else int(number * 1000 / 2)}{smaller[unit]}"
+    return str(max(1, int(number / 2))) + unit
 
 
 def _label(meta: dict, name: str) -> None:
@@ -197,30 +246,49 @@ def render_job(p: Plan) -> dict:
     c = _container(pod, "train")
     c["image"], c["args"] = p.image, list(p.train_args)
     _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
-    _place(pod, p.accelerator)
+    _place(pod, p.accelerator, p.node_selector)
+    _expect_cuda(c, p.accelerator)
+    _shm(pod, p.memory)
+    doc["spec"]["ttlSecondsAfterFinished"] = TTL_S
     return doc
+
+
+SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")  # what bash and then /bin/sh both leave as it is
+
+
+def entrypoint(train_args: list[str]) -> str:
+    """A RayJob's entrypoint: `python train.py ARGS` where every argument survives KubeRay's bash and then Ray's
+    /bin/sh unchanged, else the same command carried whole by `python -m rl.cloud.entry` (rl/cloud/entry.py)."""
+    if all(SHELL_SAFE.fullmatch(a) for a in train_args):
+        return " ".join(["python", "train.py", *train_args])
+    from rl.cloud.entry import encode
+
+    return f"python -m rl.cloud.entry {encode(train_args)}"
 
 
 def render_rayjob(p: Plan) -> dict:
     doc = load_template("rayjob.yaml")
     _metadata(doc, p)
     spec = doc["spec"]
-    spec["entrypoint"] = shlex.join(["python", "train.py", *p.train_args])
+    spec["entrypoint"] = entrypoint(p.train_args)
     spec["entrypointNumCpus"] = 1
     spec.pop("entrypointNumGpus", None)
     if p.accelerator.is_gpu:
         spec["entrypointNumGpus"] = p.accelerator.count  # the driver (the learner) lands on the accelerator pod
     cluster = spec["rayClusterSpec"]
     for group in cluster["workerGroupSpecs"]:
+        _label(group["template"].setdefault("metadata", {}), p.name)
         pod = group["template"]["spec"]
         c = _container(pod, "ray-worker")
         c["image"] = p.image
+        _shm(pod, p.memory)
         if group["groupName"] == "cpu-workers":
             group["replicas"] = group["minReplicas"] = group["maxReplicas"] = p.replicas
             _size(c, p.worker_cpus, p.memory, Accelerator(), 0)
         else:  # the learner's pod
             _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
-            _place(pod, p.accelerator)
+            _place(pod, p.accelerator, p.node_selector)
+            _expect_cuda(c, p.accelerator)
     for pod_template in [cluster["headGroupSpec"]["template"], spec.get("submitterPodTemplate")]:  # all on --image
         if pod_template:
             _label(pod_template.setdefault("metadata", {}), p.name)
@@ -241,7 +309,10 @@ def render_pytorchjob(p: Plan) -> dict:
         c = _container(pod, "pytorch")
         c["image"], c["args"] = p.image, list(p.train_args)
         _size(c, p.cpus, p.memory, p.accelerator, 1 if p.accelerator.resource else 0)
-        _place(pod, p.accelerator)
+        _place(pod, p.accelerator, p.node_selector)
+        _expect_cuda(c, p.accelerator)
+        _shm(pod, p.memory)
+    doc["spec"].setdefault("runPolicy", {})["ttlSecondsAfterFinished"] = TTL_S
     return doc
 
 

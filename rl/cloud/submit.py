@@ -28,9 +28,12 @@ def connect():
 
     kubeconfig = os.environ.get("KUBECONFIG") or None  # read now: the client reads it once, at its import
     try:
+        check_exec_plugin(kubeconfig)
         api = config.new_client_from_config(kubeconfig)
         _, active = config.list_kube_config_contexts(kubeconfig)
         namespace = (active or {}).get("context", {}).get("namespace") or "default"
+    except ConfigError:
+        raise
     except (ConfigException, OSError) as exc:
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
             where = os.environ.get("KUBECONFIG") or "~/.kube/config"
@@ -40,7 +43,43 @@ def connect():
         config.load_incluster_config()
         api = client.ApiClient()
         namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if SERVICE_ACCOUNT_NAMESPACE.exists() else "default"
+    except Exception as exc:  # noqa: BLE001 - a kubeconfig the client cannot make sense of (YAML, its fields)
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ConfigError(f"the kubeconfig {where} cannot be read ({type(exc).__name__}: {first_line(exc, 200)}): "
+                          f"fix it, or point KUBECONFIG at a good one") from None
+    import logging
+
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # an unreachable server: our one line, not retry warnings
     return api, namespace, api.configuration.host
+
+
+def check_exec_plugin(kubeconfig: str | None) -> None:
+    """The current context's user may authenticate with an exec plugin (GKE's gke-gcloud-auth-plugin, EKS's aws,
+    kubelogin ...): one that is not installed is one line naming it, before the client logs its failure and then
+    fails to connect."""
+    import shutil
+
+    import yaml
+
+    path = Path(kubeconfig or Path.home() / ".kube" / "config").expanduser()
+    try:
+        doc = yaml.safe_load(path.read_text()) if path.exists() else None
+    except (OSError, yaml.YAMLError):
+        return  # the client says what is wrong with it
+    if not isinstance(doc, dict):
+        return
+    try:
+        context = next(c["context"] for c in doc.get("contexts") or [] if c["name"] == doc.get("current-context"))
+        user = next(u["user"] for u in doc.get("users") or [] if u["name"] == context.get("user"))
+        command = (user.get("exec") or {}).get("command")
+    except (StopIteration, KeyError, TypeError, AttributeError):
+        return
+    if command and shutil.which(command) is None:
+        hint = (user.get("exec") or {}).get("installHint") or ""
+        hint = f" ({first_line(Exception(hint), 200)})" if hint.strip() else ""
+        raise ConfigError(f"the kubeconfig's user authenticates with the exec plugin {command!r}, which is not "
+                          f"installed here (not on PATH){hint}: install it, e.g. gke-gcloud-auth-plugin for GKE, the "
+                          f"aws CLI for EKS, kubelogin for AKS")
 
 
 def api_message(exc) -> str:
@@ -69,7 +108,8 @@ def submit(docs: list[dict], namespace: str | None) -> str:
                 namespace, pvc, field_manager=FIELD_MANAGER, _request_timeout=TIMEOUT_S)
         except ApiException as exc:
             if exc.status != 409:  # already there: the run folders of earlier runs live on it
-                raise
+                raise ConfigError(explain(exc, "PersistentVolumeClaim", pvc["metadata"]["name"], namespace)) \
+                    from None
         if kind in CUSTOM:
             group, version, plural = CUSTOM[kind]
             client.CustomObjectsApi(api).create_namespaced_custom_object(

@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import shlex
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -652,7 +651,8 @@ def check_run_volumes(pod: dict, where: str = "pod", claim: str = "rl-runs") -> 
 
 def check_accelerators(pod: dict, where: str = "pod") -> None:
     """A container asking for a GPU or TPU: the limit is set (extended resources are requested by limit), requests
-    (if any) equal it, and the pod tolerates the taint of such nodes (key = the resource name)."""
+    (if any) equal it, and the pod tolerates the taint of such nodes (key = the resource name); a TPU pod selects
+    GKE's TPU labels (a GPU pod needs no selector: its nvidia.com/gpu request places it on any cloud)."""
     p = []
     tolerated = {(t.get("key"), t.get("operator"), t.get("effect")) for t in pod.get("tolerations") or []}
     for c in pod.get("containers") or []:
@@ -666,7 +666,7 @@ def check_accelerators(pod: dict, where: str = "pod") -> None:
             if (name, "Exists", "NoSchedule") not in tolerated:
                 p.append(f"{name} asked for but not tolerated: add {{key: {name}, operator: Exists, effect: "
                          f"NoSchedule}}")
-            if not pod.get("nodeSelector"):
+            if name == "google.com/tpu" and not pod.get("nodeSelector"):  # GKE needs its TPU labels to place it
                 p.append(f"{name} asked for without a nodeSelector naming the accelerator")
     fail(where, p)
 
@@ -706,6 +706,26 @@ def check_job_failure_policy(job: dict) -> None:
 # --- the command ----------------------------------------------------------------------------------------------------
 
 TRAIN = ["python", "train.py"]
+ENTRY = ["python", "-m", "rl.cloud.entry"]
+
+
+def shell_words(shell: str, text: str) -> list[str]:
+    """The words a real `shell` makes of `text` (it runs `printf` over them: our own rendered commands only)."""
+    import subprocess
+
+    out = subprocess.run([shell, "-c", "printf '%s\\0' " + text], capture_output=True, timeout=30)
+    if out.returncode:
+        raise ManifestError(f"{shell} could not read {text!r}: {out.stderr.decode()[-300:]}")
+    return out.stdout.decode().split("\0")[:-1]
+
+
+def ray_entrypoint_tokens(entrypoint: str) -> list[str]:
+    """A RayJob's entrypoint as the driver gets it: KubeRay's submitter runs `ray job submit ... -- ENTRYPOINT` in
+    bash, `ray job submit` joins the words it got into one string (subprocess.list2cmdline), and Ray's job
+    supervisor runs that with /bin/sh."""
+    import subprocess
+
+    return shell_words("sh", subprocess.list2cmdline(shell_words("bash", entrypoint)))
 
 
 def train_argv(doc: dict) -> list[list[str]]:
@@ -713,7 +733,11 @@ def train_argv(doc: dict) -> list[list[str]]:
     `python train.py`, one per pod template), or in a RayJob's entrypoint (as the submitter's shell splits it)."""
     kind = doc.get("kind")
     if kind == "RayJob":
-        tokens = shlex.split((doc.get("spec") or {}).get("entrypoint") or "")
+        tokens = ray_entrypoint_tokens((doc.get("spec") or {}).get("entrypoint") or "")
+        if tokens[:3] == ENTRY and len(tokens) == 4:
+            from rl.cloud.entry import decode
+
+            return [decode(tokens[3])]
         if tokens[:2] != TRAIN:
             fail(doc, f"the entrypoint does not start with `python train.py`: {tokens[:4]}")
         return [tokens[2:]]

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
 from tests.cloud import k8s_checks
 
@@ -179,7 +180,7 @@ def test_the_pytorchjob_follows_the_operators_conventions():
     job = the("pytorchjob.yaml")
     spec = job["spec"]
     assert spec["nprocPerNode"] == "1"  # one rank per pod
-    assert spec["runPolicy"] == {"backoffLimit": 6, "cleanPodPolicy": "None"}
+    assert spec["runPolicy"] == {"backoffLimit": 6, "cleanPodPolicy": "None", "ttlSecondsAfterFinished": 3600}
     replicas = spec["pytorchReplicaSpecs"]
     assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] >= 1
     for rtype, rspec in replicas.items():
@@ -192,6 +193,46 @@ def test_the_pytorchjob_follows_the_operators_conventions():
         assert pod["terminationGracePeriodSeconds"] >= 120
     argvs = k8s_checks.train_argv(job)
     assert len(argvs) == 2 and argvs[0] == argvs[1], "every rank runs the same command"
+
+
+# the training operator's own template of the init container it adds to every Worker pod (v1.9,
+# pkg/controller.v1/pytorch/initcontainer.go), used unless /etc/config/initContainer.yaml exists
+OPERATOR_INIT_CONTAINER = """
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  command: ['sh', '-c', 'until nslookup {{.MasterAddr}}; do echo waiting for master; sleep 2; done;']"""
+
+
+def operator_init_containers(template: str) -> list[dict]:
+    """What the operator injects: its Go template filled in (the default image, the Master's name)."""
+    filled = template.replace("{{.InitContainerImage}}", "alpine:3.10").replace("{{.MasterAddr}}",
+                                                                                   "rl-dppo-pong-master-0")
+    return yaml.safe_load(filled)
+
+
+def test_worker_pods_meet_the_restricted_standard_once_the_operator_uses_our_init_container():
+    """The operator adds `init-pytorch` to each Worker pod: with its own template the pod fails the restricted
+    standard (no allowPrivilegeEscalation: false, no dropped capabilities); with k8s/operator's it passes."""
+    (config,) = k8s_checks.load_documents(k8s_checks.MANIFESTS / "operator" / "pytorch-init-container.yaml")
+    k8s_checks.validate(config)
+    ours = operator_init_containers(config["data"]["initContainer.yaml"])
+    theirs = operator_init_containers(OPERATOR_INIT_CONTAINER)
+    assert [c["name"] for c in ours] == [c["name"] for c in theirs] == ["init-pytorch"]
+    assert {k: v for k, v in ours[0].items() if k != "securityContext"} == theirs[0]  # the same container
+    worker = the("pytorchjob.yaml")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    with pytest.raises(k8s_checks.ManifestError, match="init-pytorch"):
+        k8s_checks.check_restricted({**worker, "initContainers": theirs}, "Worker with the operator's template")
+    k8s_checks.check_restricted({**worker, "initContainers": ours}, "Worker with k8s/operator's template")
+    assert "kubectl apply -f k8s/" not in config["data"]["initContainer.yaml"]
+    assert not (k8s_checks.MANIFESTS / "pytorch-init-container.yaml").exists()  # not applied by `-f k8s/`
 
 
 def test_the_dockerfile_builds_both_targets_as_the_manifests_expect():

@@ -40,8 +40,22 @@ def test_one_gpu_node_is_a_job_carrying_the_command_exactly(capsys):
     assert c["args"] == ["--output_dir", "/runs/my-pong-v5", "--hparams", "appo_atari", *TRICKY]
     assert k8s_checks.train_argv(job) == [c["args"]]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "8" and c["image"] == "rl:cuda"
-    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    # no node selector: the nvidia.com/gpu request alone places the pod on a GPU node, on GKE, EKS, AKS or one's own
+    # cluster (GKE's label would leave it Pending elsewhere, with no error)
+    assert "nodeSelector" not in pod
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"name": "RL_EXPECT_CUDA", "value": "1"} in c["env"]  # no CUDA there: one line, exit 2
+    assert job["spec"]["ttlSecondsAfterFinished"] == 3600  # a finished Job frees its name
+    assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "8192Mi"  # half of 16Gi
+
+
+def test_node_selector_picks_the_nodes_on_any_cloud(capsys):
+    _, job = render(capsys, "--hparams", "appo_atari", "--accelerator", "nvidia-l4:1", "--node_selector",
+                    "nvidia.com/gpu.product=NVIDIA-L4,pool=gpu")
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L4", "pool": "gpu"}
+    _, job = render(capsys, "--hparams", "appo_atari", "--accelerator", "nvidia-l4:1", "--node_selector",
+                    "cloud.google.com/gke-accelerator=nvidia-l4")  # GKE with node auto-provisioning: name the type
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
 
 
 def test_a_cpu_job_asks_for_no_accelerator(capsys):
@@ -52,6 +66,8 @@ def test_a_cpu_job_asks_for_no_accelerator(capsys):
     assert pod["containers"][0]["resources"] == {"requests": {"cpu": "4", "memory": "2Gi"},
                                                  "limits": {"memory": "2Gi"}}
     assert pod["containers"][0]["image"] == "rl:cpu"
+    assert not [e for e in pod["containers"][0]["env"] if e["name"] == "RL_EXPECT_CUDA"]
+    assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "1024Mi"
 
 
 def test_a_tpu_host_is_a_job_on_gke_tpu_nodes(capsys):
@@ -67,9 +83,9 @@ def test_workers_over_nodes_are_a_rayjob(capsys):
                     "--accelerator", "nvidia-l4:1")
     assert job["kind"] == "RayJob"
     spec = job["spec"]
-    tokens = shlex.split(spec["entrypoint"])  # as the submitter's shell reads it
-    assert tokens == ["python", "train.py", "--output_dir", "/runs/my-pong-v5", "--hparams", "appo_atari", *TRICKY,
-                      "--num_workers", "16", "--ray_address", "auto"]
+    (argv,) = k8s_checks.train_argv(job)  # as the driver gets it, through KubeRay's bash and Ray's /bin/sh
+    assert argv == ["--output_dir", "/runs/my-pong-v5", "--hparams", "appo_atari", *TRICKY, "--num_workers", "16",
+                    "--ray_address", "auto"]
     assert spec["entrypointNumGpus"] == 1  # the driver, our learner, runs on the GPU pod
     groups = {g["groupName"]: g for g in spec["rayClusterSpec"]["workerGroupSpecs"]}
     cpu = groups["cpu-workers"]
@@ -80,8 +96,71 @@ def test_workers_over_nodes_are_a_rayjob(capsys):
 
 def test_ray_address_alone_makes_a_rayjob_with_auto(capsys):
     _, job = render(capsys, "--hparams", "appo_atari", "--ray_address", "10.0.0.5:6379")
-    tokens = shlex.split(job["spec"]["entrypoint"])
+    tokens = shlex.split(job["spec"]["entrypoint"])  # every word safe: the plain command
+    assert tokens[:2] == ["python", "train.py"]
     assert job["kind"] == "RayJob" and tokens[-2:] == ["--ray_address", "auto"] and "10.0.0.5:6379" not in tokens
+
+
+SHELL_SYNTAX = ["--hparam_override", """hidden_sizes=[64,64],ray_rank_resources="a;b $HOME x=(1,2) 'q' \\\\n" """,
+                "--seed", "3"]  # a string setting that no run here reads: what matters is that it arrives whole
+
+
+def test_a_rayjob_entrypoint_carries_shell_syntax_through_bash_and_sh(capsys, tmp_path):
+    """KubeRay's submitter reads the entrypoint with bash, `ray job submit` joins the words, and Ray's supervisor
+    runs them with /bin/sh: the real shells here give back the arguments as typed, every character."""
+    _, job = render(capsys, "--hparams", "appo_atari", *SHELL_SYNTAX, "--nodes", "2")
+    assert job["spec"]["entrypoint"].startswith("python -m rl.cloud.entry ")
+    (argv,) = k8s_checks.train_argv(job)
+    assert argv == ["--output_dir", "/runs/my-pong-v5", "--hparams", "appo_atari", *SHELL_SYNTAX, "--ray_address",
+                    "auto"]
+    import subprocess
+    import sys
+
+    from rl.cloud.entry import encode
+
+    res = subprocess.run([sys.executable, "-m", "rl.cloud.entry", encode(["--list"])], cwd=k8s_checks.ROOT,
+                         capture_output=True, text=True, timeout=120)  # the form runs train.py with them
+    assert res.returncode == 0 and "agents" in res.stdout, res.stderr[-2000:]
+
+
+def test_every_pod_of_a_rayjob_carries_its_name_and_a_cpu_run_keeps_the_driver_on_the_learner_pod(capsys):
+    _, job = render(capsys, "--hparams", "appo_atari", "--num_workers", "8", "--nodes", "3", "--memory", "6Gi")
+    for where, template in k8s_checks.pod_templates(job):
+        assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "my-pong-v5", where
+    spec = job["spec"]
+    assert "entrypointNumGpus" not in spec and spec["entrypointResources"] == '{"rl_learner": 1}'
+    groups = {g["groupName"]: g for g in spec["rayClusterSpec"]["workerGroupSpecs"]}
+    assert groups["gpu-learner"]["rayStartParams"]["resources"] == '"{\\"rl_learner\\": 1}"'
+    assert "rl_learner" not in str(groups["cpu-workers"]["rayStartParams"])
+    learner = groups["gpu-learner"]["template"]["spec"]
+    assert learner["containers"][0]["resources"]["requests"]["cpu"] == "2"  # the 8 workers run on the CPU pods
+    for group in groups.values():
+        dshm = next(v for v in group["template"]["spec"]["volumes"] if v["name"] == "dshm")
+        assert dshm["emptyDir"]["sizeLimit"] == "3072Mi"  # half of --memory
+
+
+def test_a_gpu_pod_without_cuda_is_one_line_not_a_silent_cpu_run(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from rl.errors import ConfigError
+    from rl.trainer import check_cuda_expected
+
+    check_cuda_expected("auto", "cpu", environ={})  # no GPU asked for: the CPU is fine
+    check_cuda_expected("cpu", "cpu", environ={"RL_EXPECT_CUDA": "1"})  # device=cpu on purpose
+    with pytest.raises(ConfigError, match="asked for a GPU"):
+        check_cuda_expected("auto", "cpu", environ={"RL_EXPECT_CUDA": "1"})
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    res = subprocess.run([sys.executable, "train.py", "--hparams", "ppo_cartpole", "--hparam_override",
+                          "device=auto", "--output_dir", str(tmp_path / "run"), "--train_steps", "64"],
+                         cwd=k8s_checks.ROOT, capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "RL_EXPECT_CUDA": "1"})
+    assert res.returncode == 2, res.stderr[-2000:]
+    err = res.stderr.strip()
+    assert err.startswith("error: this pod asked for a GPU") and len(err.splitlines()) == 1
 
 
 def test_gradient_ranks_over_nodes_are_a_pytorchjob(capsys):

@@ -222,3 +222,64 @@ def test_bad_input_fails_on_the_laptop_in_one_line(api, capsys, argv, needle):
 def test_cluster_flags_need_sys_k8s(capsys):
     assert train("--hparams", "dqn_cartpole", "--output_dir", "runs/x", "--accelerator", "nvidia-l4:1") == 2
     assert "--accelerator apply to --sys k8s only" in one_error(capsys)
+
+
+@pytest.mark.parametrize("text", [
+    "apiVersion: v1\nclusters: {not: [closed\n",  # not YAML
+    "apiVersion: v1\nkind: Config\ncurrent-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+    "clusters: [{name: c, cluster: {server: 5}}]\nusers: [{name: u, user: 7}]\n",  # YAML, but not a kubeconfig
+], ids=["yaml", "fields"])
+def test_a_malformed_kubeconfig_is_one_line(tmp_path, monkeypatch, capsys, text):
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(text)
+    monkeypatch.setenv("KUBECONFIG", str(bad))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert train(*APPO) == 2
+    err = one_error(capsys)
+    assert err.startswith(f"error: the kubeconfig {bad} cannot be read (") and "fix it" in err, err
+
+
+def test_a_missing_exec_auth_plugin_is_named_in_one_line(api, tmp_path, monkeypatch, capsys):
+    """GKE's gke-gcloud-auth-plugin, EKS's aws, AKS's kubelogin: not installed here."""
+    kubeconfig = tmp_path / "exec-kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gke",
+        "clusters": [{"name": "gke", "cluster": {"server": api.url}}],
+        "users": [{"name": "me", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "no-such-auth-plugin",
+            "installHint": "Install no-such-auth-plugin from your cloud's SDK", "provideClusterInfo": True}}}],
+        "contexts": [{"name": "gke", "context": {"cluster": "gke", "user": "me"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    assert train(*APPO) == 2
+    err = one_error(capsys)
+    assert "exec plugin 'no-such-auth-plugin'" in err and "not installed" in err and "SDK" in err
+    assert api.requests == []
+
+
+def test_a_forbidden_volume_claim_names_the_claim_not_the_job(api, capsys):
+    message = ('persistentvolumeclaims is forbidden: User "me" cannot create resource "persistentvolumeclaims" in '
+               'API group "" in the namespace "team-a"')
+    api.routes[("POST", "/api/v1/namespaces/team-a/persistentvolumeclaims")] = (403, status(403, "Forbidden", message))
+    assert train(*APPO) == 2
+    err = one_error(capsys)
+    assert "may not create a PersistentVolumeClaim" in err and "Job" not in err.split("(")[0]
+
+
+@pytest.mark.parametrize("argv", [(), ("--nodes", "3"), ("--hparams", "ppo_atari", "--nodes", "2")],
+                         ids=["Job", "RayJob", "PyTorchJob"])
+def test_the_submitter_role_allows_every_request_a_submission_makes(api, argv):
+    (role,) = [d for d in yaml.safe_load_all((ROOT / "k8s" / "rbac" / "submitter-role.yaml").read_text()) if d]
+    from tests.cloud import k8s_checks
+
+    k8s_checks.validate(role)
+    allowed = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert train(*APPO, *argv) == 0
+    for request in api.requests:
+        parts = request["path"].strip("/").split("/")
+        if "namespaces" not in parts:  # discovery (/apis/GROUP/VERSION): system:discovery allows it to everyone
+            continue
+        group = "" if parts[0] == "api" else parts[1]
+        resource = parts[parts.index("namespaces") + 2]
+        verb = {"POST": "create", "GET": "get"}[request["method"]]
+        assert (group, resource, verb) in allowed, request["path"]
