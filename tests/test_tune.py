@@ -164,6 +164,13 @@ def test_a_search_prunes_a_bad_trial_and_prints_an_override_that_reproduces_the_
     best = json.loads((out / "best.json").read_text())
     assert best["trial"] == 0 and best["value"] == trials[0].value
     assert best["hparam_override"] == TINY[7] + ",lr=0.003,batch_size=256"
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    events = EventMultiplexer()  # each trial is a row of TensorBoard's HParams view, with its score
+    events.AddRunsFromDirectory(str(out))
+    events.Reload()
+    assert {"trial_0", "trial_1"} <= set(events.PluginRunToTagToContent("hparams"))
+    assert [e.value for e in events.Scalars("trial_0", "hparams/final_return_mean")] == [pytest.approx(best["value"])]
     line = next(li for li in res.stdout.splitlines() if li.strip().startswith("--hparam_override"))
     printed = line.split("--hparam_override", 1)[1].strip().strip('"')
     assert printed == best["hparam_override"]

@@ -40,6 +40,7 @@ from optuna.trial import TrialState
 
 from rl.errors import ConfigError, first_line
 from rl.hparams import check_assembly, resolve_hparams, split_top_level
+from rl.logger import log_final_hparams
 from rl.tune import study as studies
 from rl.tune.space import Param, format_value, override, parse_space
 
@@ -412,6 +413,10 @@ def _run_one_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: l
     else:
         study.tell(trial, value)
         print(f"trial {trial.number}: {value:.2f}  {text}", flush=True)
+    # a row per run in TensorBoard's HParams view: `tensorboard --logdir` the search folder compares the trials
+    runs = {out: value} if args.copies == 1 else {out / f"copy_{i}": m for i, m in enumerate(means)}
+    for run_dir, score in runs.items():
+        log_final_hparams(run_dir, {"final_return_mean": score})
 
 
 # ---------------------------------------------------------------------------------------------------- the result
