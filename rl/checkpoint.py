@@ -13,6 +13,7 @@ and `restore_checked` load it back; `BestKeeper` decides when an evaluation repl
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -46,6 +47,14 @@ def list_checkpoints(output_dir) -> list[tuple[int, Path]]:
         return []
     found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := PATTERN.match(p.name))]
     return sorted(found)
+
+
+def write_json(path: Path, data: dict, **dump_options) -> None:
+    """Write `data` as JSON through a temporary file renamed onto `path`: a reader (rl.report, a resuming run, the
+    other side of --control) sees the old file or the new one, never a half-written one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, **dump_options))
+    os.replace(tmp, path)
 
 
 def _atomic_save(obj: dict, path: Path) -> Path:

@@ -22,6 +22,7 @@ import socket
 import time
 from pathlib import Path
 
+from rl.checkpoint import write_json
 from rl.errors import ConfigError
 from rl.hparams import split_top_level
 
@@ -101,12 +102,6 @@ def running_job(output_dir: Path) -> dict | None:
     return job if time.time() - float(job.get("heartbeat", 0)) < STALE_S else None
 
 
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
-
-
 def send(output_dir: Path, text: str, timeout_s: float = 60.0) -> None:
     """Hand a request to the job running in `output_dir` and print its answer (or that it is queued)."""
     record_path = output_dir / "hparams.json"
@@ -123,7 +118,7 @@ def send(output_dir: Path, text: str, timeout_s: float = 60.0) -> None:
     request = parse_request(hp, text)
     name = f"{time.time_ns()}-{os.getpid()}"
     folder = output_dir / CONTROL_DIR
-    _write_json(folder / f"{name}.request.json", request)
+    write_json(folder / f"{name}.request.json", request, indent=2)
     answer_path = folder / f"{name}.answer.json"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -181,7 +176,7 @@ class Channel:
 
     def heartbeat(self) -> None:
         self._beat = time.monotonic()
-        _write_json(self.dir / JOB_FILE, {**self.job, "heartbeat": time.time()})
+        write_json(self.dir / JOB_FILE, {**self.job, "heartbeat": time.time()}, indent=2)
 
     def poll(self, every_s: float = 0.5) -> list[tuple[Path, dict]]:
         """Requests waiting, oldest first (at most one look every `every_s` seconds: the loop calls this each
@@ -202,7 +197,7 @@ class Channel:
 
     def answer(self, request_path: Path, answer: dict) -> None:
         name = request_path.name.removesuffix(".request.json")
-        _write_json(self.dir / f"{name}.answer.json", answer)
+        write_json(self.dir / f"{name}.answer.json", answer, indent=2)
         request_path.unlink(missing_ok=True)
 
     def note(self, line: str) -> None:
@@ -222,7 +217,7 @@ def record_change(output_dir: Path, step: int, settings: dict) -> None:
     record = json.loads(path.read_text())
     record["hparams"].update(settings)
     record.setdefault("control", []).append({"step": step, "settings": settings})
-    _write_json(path, record)
+    write_json(path, record, indent=2)
 
 
 def _change_text(key: str, before, after, was, now) -> str:

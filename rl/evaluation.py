@@ -7,14 +7,13 @@ lives) and stores nothing.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from rl.checkpoint import load_checkpoint, restore_checked
+from rl.checkpoint import load_checkpoint, restore_checked, write_json
 from rl.envs import make_env
 from rl.envs.episode_stats import game_over, game_rewards
 from rl.video import env_fps, write_mp4
@@ -93,7 +92,7 @@ def test(hp, output_dir: Path, render: bool = False, record_video: bool = False,
         returns = evaluate(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
     result = summarize(returns, checkpoint=checkpoint, checkpoint_path=str(path), env_steps=agent.env_steps,
                        videos=[str(p) for p in videos])
-    (output_dir / "eval.json").write_text(json.dumps({"mode": "test", **result}, indent=2))
+    write_json(output_dir / "eval.json", {"mode": "test", **result}, indent=2)
     print(f"evaluation of step {agent.env_steps} over {len(returns)} episodes: "
           f"{result['mean_return']:.2f} ± {result['std_return']:.2f} ({checkpoint} checkpoint: {path})")
     if videos:
