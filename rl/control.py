@@ -79,7 +79,8 @@ def parse_request(hp, text: str) -> dict:
     return {"command": "set", "settings": settings}
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` of this host exists (one we may not signal exists too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -98,7 +99,7 @@ def running_job(output_dir: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     if job.get("host") == socket.gethostname():
-        return job if _alive(int(job.get("pid", -1))) else None
+        return job if pid_alive(int(job.get("pid", -1))) else None
     return job if time.time() - float(job.get("heartbeat", 0)) < STALE_S else None
 
 

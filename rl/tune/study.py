@@ -37,6 +37,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from rl.control import pid_alive
 from rl.errors import ConfigError, first_line
 
 STUDY_NAME = "search"
@@ -177,16 +178,6 @@ def beat(trial: optuna.Trial, worker: dict) -> None:
     trial.set_user_attr(WORKER_ATTR, {**worker, "beat": time.time()})
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stale(trial: FrozenTrial, me: dict, now: float | None = None) -> bool:
     """Whether RUNNING `trial` has lost its worker: a process of this host that is gone (or this very pid in an
     earlier life, as a restarted container's), or a heartbeat older than GRACE_S."""
@@ -197,7 +188,7 @@ def stale(trial: FrozenTrial, me: dict, now: float | None = None) -> bool:
         return now - start > GRACE_S
     if worker.get("host") == me["host"]:
         pid = int(worker.get("pid", -1))
-        if not _alive(pid) or (pid == me["pid"] and worker.get("token") != me["token"]):
+        if not pid_alive(pid) or (pid == me["pid"] and worker.get("token") != me["token"]):
             return True
     return now - float(worker.get("beat", 0)) > GRACE_S
 
