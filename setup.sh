@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet torch==2.13.0
-.venv/bin/python -m pip install --quiet -r requirements.txt
+.venv/bin/python -m pip install --quiet -r requirements-dev.txt  # requirements.txt and the test tools
 .venv/bin/python -m pip install --quiet --no-deps -e .
 if [ "$RAY" = 1 ]; then
   # the extras' own requirements, with torch held at the pin installed above

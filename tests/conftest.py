@@ -53,7 +53,8 @@ def filled_rollout():
 def pytest_collection_modifyitems(config, items):
     """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow."""
     for item in items:
-        if item.get_closest_marker("learning") or "ray_cluster" in getattr(item, "fixturenames", ()):
+        if item.get_closest_marker("learning") or item.get_closest_marker("container") or \
+                "ray_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
 
