@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rl import signals
-from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot  # noqa: F401
+from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot, write_json  # noqa: F401
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
 from rl.control import Controller, carry_changes
 from rl.copies import run_copies
@@ -138,7 +138,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
     logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
                                  "eval/return_std": result["std_return"]})
     logger.close()
-    (output_dir / "eval.json").write_text(json.dumps({"mode": "final_training_evaluation", **result}, indent=2))
+    write_json(output_dir / "eval.json", {"mode": "final_training_evaluation", **result}, indent=2)
     if not quiet:
         print(f"final evaluation over {len(returns)} episodes: "
               f"{result['mean_return']:.2f} ± {result['std_return']:.2f}; best: {best.best['mean_return']:.2f} "
@@ -173,9 +173,7 @@ def write_run_record(hp, args, output_dir: Path) -> None:
         changes = carry_changes(output_dir, json.loads(path.read_text()), record["hparams"])
         if changes:
             record["control"] = changes
-    tmp = output_dir / ".hparams.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
-    os.replace(tmp, output_dir / "hparams.json")
+    write_json(output_dir / "hparams.json", record, indent=2, sort_keys=True)
 
 
 def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None,
