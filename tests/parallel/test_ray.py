@@ -188,7 +188,9 @@ def test_a_call_older_than_worker_timeout_is_hung_its_actor_replaced(ray_cluster
     learner = make_learner("dqn_cartpole", ray_cluster.address, worker_timeout=60.0)
     transport = learner.transport
     try:
-        run_until(learner, lambda: learner.agent.env_steps > 0, "a shipment")
+        # worker 1 placed (its hang clock running: under load a shipment of worker 0 may come first)
+        run_until(learner, lambda: learner.agent.env_steps > 0
+                  and transport._placed(transport.handles[1], time.monotonic()), "a shipment from a placed worker 1")
         h = transport.handles[1]
         victim = h.actor
         assert h.calls  # async: its next calls are in flight as soon as a shipment returns
