@@ -437,6 +437,10 @@ class RayTransport(FaultBook):
 
     def receive(self, timeout: float = 0.5):
         """The next shipment, or None after waiting up to `timeout` s; dead and hung workers are restarted."""
+        now = time.monotonic()
+        for h in self.handles:  # placements are noted as they happen, whatever else arrives meanwhile
+            if not h.placed:
+                self._placed(h, now)
         if not self.pending:
             self._collect(timeout)
             self._check_hung()
