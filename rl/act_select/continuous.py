@@ -95,7 +95,7 @@ class GSDE(Explorer):
         super().__init__(action_dim, learning_starts, seed)
         if period < 1:
             raise ConfigError(f"sde_sample_freq must be -1 (every training phase) or >= 1, got {period}")
-        self.num_envs, self.period, self.calls = num_envs, period, 0
+        self.period, self.calls = period, 0
         self.matrices = None  # [num_envs, z, action], drawn at the first call
 
     @classmethod
@@ -112,7 +112,7 @@ class GSDE(Explorer):
             return np.tanh(mean)
         if self.calls % self.period == 0 or self.matrices is None or len(self.matrices) != len(z):
             std = np.exp(log_std)
-            self.matrices = (std * self.rng.standard_normal((len(z), *std.shape), np.float32)).astype(np.float32)
+            self.matrices = std * self.rng.standard_normal((len(z), *std.shape), np.float32)  # float32, as std
         self.calls += 1
         return np.tanh(mean + np.einsum("bz,bza->ba", z, self.matrices))
 
