@@ -1,0 +1,93 @@
+"""One-line bugs of the Scheme that change what trains, each caught in seconds (no learning, no timeout): the learner
+against a scripted transport, real workers in this process, and the shared-memory transport's forked workers.
+
+Each test names the bug it catches (issue 34)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import hparams  # noqa: F401 - registers the sets
+from rl.envs.episode_stats import EpisodeStats
+from rl.parallel.buffers import Rows
+from rl.parallel.learner import Learner, learner_hparams
+from rl.parallel.spec import Shipment
+from rl.registry import agents
+from rl.registry import hparams as sets
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+ACTIONS = gym.spaces.Discrete(2)
+EPISODES = {"returns": [], "lengths": [], "scores": [], "game_lengths": []}
+
+
+class ScriptedTransport:
+    """Hands the learner the shipments a test queued (the methods of rl/parallel/transports' transports)."""
+
+    def __init__(self):
+        self.queue: deque = deque()
+        self.restarts = 0
+
+    def start(self, specs, make_buffer, acting_state, version, sync):
+        self.specs, self.make_buffer = specs, make_buffer
+
+    def publish(self, acting_state, version):
+        pass
+
+    def receive(self, timeout=0.5):
+        return self.queue.popleft() if self.queue else None
+
+    def take_lost(self):
+        return []
+
+    def release(self, shipment):
+        pass
+
+    def close(self):
+        pass
+
+
+def make_learner(name: str, overrides: str, learns: bool = True):
+    hp = sets[name]()
+    hp.parse(overrides)
+    lhp = learner_hparams(hp)
+    torch.manual_seed(0)
+    agent = agents[hp.agent](lhp, OBS, ACTIONS, lhp.num_envs, seed=0)
+    transport = ScriptedTransport()
+    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, transport=transport, learns=learns)
+    return learner, agent, transport
+
+
+# ---------------------------------------------------------------------------------------------------- max_policy_lag
+def rows_shipment(worker: int, steps: int, n: int, reward: float, version: int) -> Shipment:
+    rows = Rows(steps, n, OBS, ACTIONS)
+    for t in range(steps):
+        obs = np.full((n, 4), worker * 100 + t, np.float32)
+        rows.add(t, np.ones(n, bool), obs, np.zeros(n, np.int64), np.full(n, reward, np.float32), obs + 1,
+                 np.zeros(n, bool), np.zeros(n, bool))
+    return Shipment("rows", worker, version, steps * n, EPISODES, {}, data=rows)
+
+
+def test_rows_shipment_dropped_for_max_policy_lag_closes_its_rows():
+    """Bug caught: the learner drops a stale Ape-X shipment without closing its worker's rows, so the n-step windows
+    left open by the worker's previous shipment go on with its next one: one return joins steps that are not
+    consecutive (the dropped steps are missing from it)."""
+    learner, agent, transport = make_learner("apex_dqn_cartpole",
+                                             "num_envs=2,n_step=3,learning_starts=100000,max_policy_lag=1")
+    g = agent.hp.gamma
+    transport.queue.append(rows_shipment(1, 2, 2, reward=1.0, version=0))  # 2 steps: windows open, nothing stored
+    learner.step()
+    assert len(agent.memory) == 0 and learner.clock["scheme/dropped"] == 0
+    agent.updates = 5  # the learner learned on: the next shipment, acted by version 0, is 5 updates old
+    transport.queue.append(rows_shipment(1, 4, 2, reward=10.0, version=0))
+    learner.step()
+    assert learner.clock["scheme/dropped"] == 1
+    transport.queue.append(rows_shipment(1, 3, 2, reward=1000.0, version=5))
+    learner.step()
+    rewards = np.asarray(agent.memory.rewards[:len(agent.memory)]).ravel()
+    # the first shipment's windows closed as truncated when the second was dropped; the third's are its own
+    assert sorted(rewards) == pytest.approx([1.0, 1.0, 1 + g, 1 + g] + [1000 * (1 + g + g * g)] * 2)
