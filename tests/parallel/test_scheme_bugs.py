@@ -16,6 +16,7 @@ import hparams  # noqa: F401 - registers the sets
 from rl.envs.episode_stats import EpisodeStats
 from rl.parallel.buffers import Rows
 from rl.parallel.learner import Learner, learner_hparams
+from rl.parallel.roles import make_worker
 from rl.parallel.spec import Shipment
 from rl.registry import agents
 from rl.registry import hparams as sets
@@ -91,3 +92,34 @@ def test_rows_shipment_dropped_for_max_policy_lag_closes_its_rows():
     rewards = np.asarray(agent.memory.rewards[:len(agent.memory)]).ravel()
     # the first shipment's windows closed as truncated when the second was dropped; the third's are its own
     assert sorted(rewards) == pytest.approx([1.0, 1.0, 1 + g, 1 + g] + [1000 * (1 + g + g * g)] * 2)
+
+
+# ---------------------------------------------------------------------------------------------------- truncation
+def test_truncated_episode_ends_of_a_workers_rollout_bootstrap_from_the_final_observation():
+    """Bug caught: V(final observation) zeroed at episode ends, so a time limit reads as the end of the world (the
+    return of a truncated step is its reward alone). A real worker fills a rollout of CartPole episodes cut at 5
+    steps; the learner's targets at each truncation are r + gamma V(the episode's final observation)."""
+    overrides = "num_workers=1,num_envs=2,num_steps=16,batch_size=0,max_episode_steps=5"
+    learner, agent, transport = make_learner("ppo_cartpole", overrides, learns=False)
+    worker = make_worker(learner.specs[0])
+    try:
+        worker.load(agent.acting_state(), agent.updates)
+        buffer = transport.make_buffer(learner.specs[0])
+        transport.queue.append(worker.fill(buffer, beat=lambda: None))
+        transport.queue[0].data = buffer
+    finally:
+        worker.close()
+    learner.step()
+    assert agent.memory.full
+    truncated = (buffer.dones > 0) & (buffer.terminated == 0)
+    t, n = truncated.nonzero(as_tuple=True)
+    assert len(t) >= 4  # 32 steps of 5-step episodes
+    ongoing = t < buffer.num_steps - 1  # the final observation is not the next step's (reset) observation
+    assert not torch.equal(buffer.next_obs[t[ongoing], n[ongoing]], buffer.obs[t[ongoing] + 1, n[ongoing]])
+    batch = next(agent.learning_batches())  # the whole rollout, time-major
+    with torch.no_grad():
+        _, final_values, _ = agent.model(buffer.next_obs[t, n])
+    expected = buffer.rewards[t, n] + agent.hp.gamma * final_values.flatten()
+    assert final_values.abs().min() > 1e-3  # zeroing them would show
+    returns = batch.returns.reshape(buffer.num_steps, -1)
+    torch.testing.assert_close(returns[t, n], expected, rtol=1e-5, atol=1e-5)
