@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None, own_signals: bool = False) -> int:
         from rl.signals import install
 
         install()
+    from rl.cli import main as run_main
     from rl.errors import ConfigError
-    from rl.run import main as run_main
 
     if args.list:
         list_registries()

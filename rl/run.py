@@ -1,7 +1,8 @@
-"""Orchestration: the training loop (its evaluations, checkpoints, logging and signals), and the CLI's entry (train,
-evaluate, copies). Building the run and picking its trainer is rl/trainer.py's, the evaluation loops are
-rl/evaluation.py's, the checkpoint helpers rl/checkpoint.py's and settings resolution rl/hparams.py's; their names are
-re-exported here for scripts and tests.
+"""One run: the training loop (its evaluations, checkpoints, logging and signals) and `run_one`, which trains or
+evaluates one run folder. What the command asks for (a search, copies, a submission) is rl/cli.py's, above this;
+building the run and picking its trainer is rl/trainer.py's, the evaluation loops are rl/evaluation.py's, the
+checkpoint helpers rl/checkpoint.py's and settings resolution rl/hparams.py's; their names are re-exported here for
+scripts and tests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from rl import signals
 from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot, write_json  # noqa: F401
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
 from rl.control import Controller, carry_changes
-from rl.copies import run_copies
 from rl.errors import ConfigError
 from rl.evaluation import evaluate, has_display, record_videos, summarize, test  # noqa: F401
 from rl.hparams import FLAG_SETTINGS, resolve_hparams  # noqa: F401
@@ -32,10 +32,6 @@ from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
     seed_everything,
     uses_scheme,
 )
-
-CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "node_selector",
-                "dry_run")
-TUNE_FLAGS = ("tune_space", "tune_jobs", "tune_sampler", "tune_pruner", "tune_storage", "tune_study")
 
 
 class StopFlag(signals.armed):
@@ -207,47 +203,3 @@ def env_member():
 
     return group_from_env(os.environ)
 
-
-def main(args, argv: list[str] | None = None) -> None:
-    """`argv`: the command line as typed, which --sys k8s carries to the cluster."""
-    if args.sys == "k8s":
-        from rl.cloud import submit_run
-
-        return submit_run(args, argv or [])
-    if args.control:
-        from rl.control import send
-
-        return send(Path(args.output_dir), args.control)
-    if args.tune is not None:
-        from rl.tune import search
-
-        return search(args)
-    search_only = [f"--{name}" for name in TUNE_FLAGS if getattr(args, name, None) not in (None, "")]
-    if search_only:
-        raise ConfigError(f"{', '.join(search_only)} apply to a search only: add --tune N, the number of trials")
-    cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
-    if cluster:
-        raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this run is --sys local)")
-    if args.num_workers is not None and args.num_workers < 0:
-        raise ConfigError(f"--num_workers must be 0 (one process) or a positive number of workers, got "
-                          f"{args.num_workers}")
-    if args.copies < 1:
-        raise ConfigError(f"--copies must be at least 1, got {args.copies}")
-    if args.training and getattr(args, "checkpoint", "latest") != "latest":
-        raise ConfigError(f"--checkpoint {args.checkpoint} applies to --training False (evaluation) only; training "
-                          f"always resumes from the newest checkpoint")
-    if args.train_steps is not None and args.train_steps <= 0:
-        raise ConfigError(f"--train_steps must be a positive integer, got {args.train_steps}")
-    member = env_member()
-    if member is not None and (args.copies > 1 or not args.training):
-        what = f"--copies {args.copies} (independent runs)" if args.training else "--training False (an evaluation)"
-        raise ConfigError(f"{what} cannot be one rank of a group, and this process is rank {member.rank} of "
-                          f"WORLD_SIZE={member.world} (started by torchrun or PyTorchJob): run it without them")
-    if args.copies > 1:
-        if not args.training:
-            for i in range(args.copies):
-                run_one(args, Path(args.output_dir) / f"copy_{i}")
-            return
-        run_copies(args)
-        return
-    run_one(args, Path(args.output_dir), member=member)

@@ -180,12 +180,9 @@ def fixed_override(args, hp) -> str:
 def check(args, out: Path) -> tuple:
     """The search's settings (the set with the fixed overrides and flags) and its parsed space; ConfigError lines for
     what cannot be searched."""
-    from rl.run import CLUSTER_ONLY, env_member
+    from rl.run import env_member
 
     check_flags(args)
-    cluster = [f"--{name}" for name in CLUSTER_ONLY if getattr(args, name, None) not in (None, False)]
-    if cluster:
-        raise ConfigError(f"{', '.join(cluster)} apply to --sys k8s only (this search is --sys local)")
     if env_member() is not None:
         raise ConfigError("--tune cannot be one rank of a torchrun/PyTorchJob group: run the search alone")
     if (out / "hparams.json").exists():
