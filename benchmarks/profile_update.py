@@ -1,5 +1,5 @@
 """Where a gradient step's time goes: time our agent's gradient steps on a set's networks and print torch's profiler
-table (matrix products vs everything else). It backs the README's account of where the time goes.
+table (matrix products vs everything else). It backs docs/performance.md's account of where the time goes.
 
     .venv/bin/python benchmarks/profile_update.py --hparams sac_pendulum
     .venv/bin/python benchmarks/profile_update.py --hparams ppo_cartpole --threads 2

@@ -7,7 +7,7 @@ the PyBullet sets here do both, as the zoo's runs behind its benchmark table did
 
 Updates multiply float32 matrices on bf16 units where the CPU has them (`matmul_precision=medium`: Intel AMX or
 AVX-512 BF16; fp32 elsewhere; TF32 on GPUs): SAC's step at 1/1.7 of its fp32 time on HalfCheetah's 400x300 networks,
-and the sets learn with it (README, continuous control).
+and the sets learn with it (docs/algorithms.md, continuous control).
 """
 
 from hparams.base import base, off_policy

@@ -1,4 +1,4 @@
-"""Sets of the Scheme's named architectures (rl/parallel; README "The Scheme" maps seed A's Table 4 onto settings).
+"""Sets of the Scheme's named architectures (rl/parallel; docs/scheme.md maps seed A's Table 4 onto settings).
 
 - `impala`: seed B's V-trace actor-critic (its README's command: `--batch_size=10 --r_f_steps=10 --worker_count=2
   --envs_per_worker=2`) with a constant learning rate of 4.8e-4, IMPALA's (REFERENCE 6.4), not seed B's (8e-4

@@ -3,7 +3,7 @@ starts one thread per core at import and keeps them spinning after a call) and O
 
 Without this, `--copies 2` on 2 cores ran 2 x (1 torch + 2 BLAS) threads: dqn_cartpole at 20k steps took 10.2 s
 alone and 43.4 s as two copies on this project's 2-core machine (the numpy code of commit ce87ddc); limited, 13.5 s
-alone and 13.6-13.9 s as two copies (README, "Performance").
+alone and 13.6-13.9 s as two copies (docs/performance.md).
 """
 
 from __future__ import annotations

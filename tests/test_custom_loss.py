@@ -1,6 +1,7 @@
-"""The contract of README's "A new algorithm": a loss is a plain torch function returning (loss, diagnostics), and
-what it returns is what trains the agent. A 15-line loss registered from outside rl/ trains through train.py; a loss
-multiplied by zero leaves the weights where they were; editing a loss's formula changes the trained weights."""
+"""The contract of docs/extending.md's "A new algorithm": a loss is a plain torch function returning (loss,
+diagnostics), and what it returns is what trains the agent. A 15-line loss registered from outside rl/ trains
+through train.py; a loss multiplied by zero leaves the weights where they were; editing a loss's formula changes the
+trained weights."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The figures, each written as PNG (for the page and the README) and SVG (to zoom or put in a paper).
+"""The figures, each written as PNG (for the page and the docs) and SVG (to zoom or put in a paper).
 
 Figures are drawn on `matplotlib.figure.Figure` with the Agg canvas, never through pyplot: no backend is chosen for
 the process that calls the report (train.py's parent, a search), nothing is left open, and no window can appear.

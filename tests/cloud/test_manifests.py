@@ -111,13 +111,14 @@ def test_the_gpu_job_asks_for_one_gke_gpu_node():
 
 
 def test_the_tpu_job_asks_for_a_tpu_host_and_runs_the_cpu_image():
-    """rl has no TPU backend: the CPU image trains on the host's CPUs; the TPU request places the pod (README)."""
+    """rl has no TPU backend: the CPU image trains on the host's CPUs; the TPU request places the pod (docs/cluster.md,
+    k8s/README.md)."""
     pod = the("job-tpu.yaml")["spec"]["template"]["spec"]
     assert k8s_checks.accelerator_limits(pod) == {"google.com/tpu": 4}
     assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                                    "cloud.google.com/gke-tpu-topology": "2x2"}
     assert pod["containers"][0]["image"] == "rl:cpu"
-    assert "torch_xla" not in (ROOT / "requirements.txt").read_text()  # if this changes, so must the README
+    assert "torch_xla" not in (ROOT / "requirements.txt").read_text()  # if this changes, so must docs/cluster.md
 
 
 def test_every_run_writes_its_own_folder_on_the_volume():
