@@ -57,11 +57,13 @@ def test_a_rollout_worker_ships_the_behaviour_policys_outputs():
 
 
 def test_a_gradient_worker_ships_the_gradient_of_its_agents_loss():
+    """Bug caught: a gradient worker that steps its own weights with the gradient it ships (the learner would then
+    get gradients of weights it never published)."""
     worker, grad = worker_for("a3c_cartpole", "gradients")
+    before = [p.detach().clone() for p in worker.agent.model.parameters()]
     shipment = worker.fill(grad, beat=lambda: None)
     assert shipment.kind == "gradient" and shipment.steps == 5  # t_max 5 on one env
     assert grad.abs().sum() > 0
-    before = [p.detach().clone() for p in worker.agent.model.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(before, worker.agent.model.parameters()))  # it never steps
     worker.close()
 
