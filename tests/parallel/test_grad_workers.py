@@ -60,6 +60,21 @@ def one_update(agent, columns: slice, data: dict | None = None) -> torch.Tensor:
     return agent.optimizer.param.detach().clone()
 
 
+def record_gradients(agent) -> list[torch.Tensor]:
+    """The gradient of every step as the optimizer takes it: after the group's all-reduce (the optimizer's
+    `reduce_grad` hook, set by join_collective), before clipping and Adam, which would hide its scale."""
+    seen: list[torch.Tensor] = []
+    reduce = agent.optimizer.reduce_grad
+
+    def reduce_grad(grad: torch.Tensor) -> None:
+        if reduce is not None:
+            reduce(grad)
+        seen.append(grad.clone())
+
+    agent.optimizer.reduce_grad = reduce_grad
+    return seen
+
+
 def rank_main(kind: str, extra: str, rank: int, port: int, out, skew: float) -> None:
     from rl.parallel.collective import GradientGroup
 
@@ -67,6 +82,7 @@ def rank_main(kind: str, extra: str, rank: int, port: int, out, skew: float) -> 
     agent = make_agent(kind, N // 2, extra)
     group = GradientGroup(rank, 2, port, "cpu")
     group.join(agent)  # rank 0's weights everywhere, then averaged gradients
+    grads = record_gradients(agent)
     data = rollout()
     if skew:  # the agent's own log-probabilities, then rank 1's behaviour policy differs: its KL is larger
         with torch.no_grad():
@@ -74,7 +90,7 @@ def rank_main(kind: str, extra: str, rank: int, port: int, out, skew: float) -> 
             data["log_probs"] = agent.policy.log_prob(params, data["actions"].reshape(-1)).reshape(T, N)
         data["log_probs"] = data["log_probs"] - skew * rank
     params = one_update(agent, slice(rank * 2, rank * 2 + 2), data)
-    out.put((rank, params.numpy(), agent.grad_steps))
+    out.put((rank, params.numpy(), agent.grad_steps, torch.stack(grads).numpy()))
     group.close()
 
 
@@ -88,7 +104,7 @@ def run_group(kind: str, extra: str = "", skew: float = 0.0) -> dict:
     for p in procs:
         p.start()
     try:
-        results = {rank: (params, steps) for rank, params, steps in (out.get(timeout=60) for _ in procs)}
+        results = {rank: (params, steps, grads) for rank, params, steps, grads in (out.get(timeout=60) for _ in procs)}
     finally:
         for p in procs:
             p.join(30)
@@ -101,12 +117,20 @@ def run_group(kind: str, extra: str = "", skew: float = 0.0) -> dict:
 
 @pytest.mark.parametrize("kind", ["a2c", "ppo"])
 def test_two_sync_gradient_workers_equal_one_step_on_the_union_batch(kind):
+    """Bug caught (by the gradients: clipping and Adam's normalisation hide a scale in the steps): the all-reduce
+    summing the ranks' gradients instead of averaging them."""
     union_agent = make_agent(kind, N)
+    union_grads = record_gradients(union_agent)
     before = union_agent.optimizer.param.detach().clone()
     union = one_update(union_agent, slice(0, N))
     assert not torch.equal(before, union)
     group = run_group(kind)
-    results = {r: params for r, (params, _) in group.items()}
+    # every gradient step of the group took the gradient of the union batch (a2c: one step, ppo: one per epoch)
+    expected = torch.stack(union_grads).numpy()
+    for _, _, grads in group.values():
+        assert grads.shape == expected.shape and np.abs(expected).max() > 0
+        np.testing.assert_allclose(grads, expected, rtol=1e-4, atol=1e-6)
+    results = {r: params for r, (params, _, _) in group.items()}
     # both ranks hold the same weights, and they are the union step's (every agent starts from the same weights)
     np.testing.assert_allclose(results[0], results[1], rtol=0, atol=0)
     np.testing.assert_allclose(results[0], union.numpy(), rtol=1e-5, atol=1e-6)
@@ -145,6 +169,6 @@ def test_ranks_agree_on_the_target_kl_early_stop():
     """Rank 1's data says stop after the first epoch, rank 0's says go on: they must stop together (per-rank
     decisions unpair the all-reduces: gloo fails, NCCL hangs) and hold the same weights."""
     results = run_group("ppo", extra="epochs=8,target_kl=0.01", skew=0.2)
-    (params0, steps0), (params1, steps1) = results[0], results[1]
+    (params0, steps0, _), (params1, steps1, _) = results[0], results[1]
     assert steps0 == steps1 and 0 < steps0 < 8
     np.testing.assert_allclose(params0, params1, rtol=0, atol=0)
