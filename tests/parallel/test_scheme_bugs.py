@@ -5,6 +5,7 @@ Each test names the bug it catches (issue 34)."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import gymnasium as gym
@@ -123,3 +124,56 @@ def test_truncated_episode_ends_of_a_workers_rollout_bootstrap_from_the_final_ob
     assert final_values.abs().min() > 1e-3  # zeroing them would show
     returns = batch.returns.reshape(buffer.num_steps, -1)
     torch.testing.assert_close(returns[t, n], expected, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------- transports
+def marked_state(agent, mark: float) -> dict:
+    """The agent's acting state with a value head that says `mark` whatever it sees: the values a worker ships
+    tell which weights acted."""
+    state = dict(agent.acting_state())
+    state["net.model.v_head.weight"] = torch.zeros_like(state["net.model.v_head.weight"])
+    state["net.model.v_head.bias"] = torch.full_like(state["net.model.v_head.bias"], mark)
+    return state
+
+
+def next_shipment(transport, deadline: float):
+    while True:
+        shipment = transport.receive(timeout=0.5)
+        if shipment is not None:
+            return shipment
+        assert time.monotonic() < deadline, "no shipment: the worker is stuck"  # only keeps a broken run from hanging
+
+
+def check_every_publish_reaches_the_worker(transport, agent, spec, make_buffer) -> None:
+    """Publish versions 1, 2, 3 with weights of their own: within a few shipments each, the worker ships one acted
+    by that version, and its data was acted by that version's weights (a worker may finish what it started with the
+    weights it held: two slots or calls in flight)."""
+    deadline = time.monotonic() + 120
+    transport.start([spec], make_buffer, marked_state(agent, 100.0), 0, False)
+    try:
+        for version in (1, 2, 3):
+            transport.publish(marked_state(agent, 100.0 + version), version)
+            versions = []
+            for _ in range(6):
+                shipment = next_shipment(transport, deadline)
+                versions.append(shipment.version)
+                values = shipment.data.values.clone()
+                transport.release(shipment)
+                assert torch.all(values == 100.0 + shipment.version), "a shipment's version is not its weights'"
+                if shipment.version == version:
+                    break
+            assert versions[-1] == version, f"publish {version} never reached the worker: shipped {versions}"
+    finally:
+        transport.close()
+
+
+def test_the_shm_transport_delivers_every_publish():
+    """Bug caught: the shared-memory transport publishing only the first weights (workers act with version 0 for
+    ever; async collection goes on, so nothing hangs)."""
+    from rl.parallel.buffers import make_buffer
+    from rl.parallel.transports.shm import ShmTransport
+
+    learner, agent, _ = make_learner("ppo_cartpole", "num_workers=1,num_envs=1,num_steps=8,col_communication=async")
+    transport = ShmTransport(learner.hp)
+    check_every_publish_reaches_the_worker(transport, agent, learner.specs[0],
+                                           lambda s: make_buffer("rollouts", s.hp, OBS, ACTIONS, None, 0))
