@@ -94,10 +94,11 @@ def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
     if not uses_scheme(hp):
         return SingleProcess(hp, env, agent, stats, seed)
     from rl.parallel.learner import Learner
+    from rl.parallel.roles import make_worker
 
     spaces = env.single_observation_space, env.single_action_space
     env.close()  # the learner needs only the spaces: workers step envs of their own
-    return Learner(hp, spaces, agent, stats, seed, transport="ray" if hp.ray_address else "shm")
+    return Learner(hp, spaces, agent, stats, seed, make_worker, transport="ray" if hp.ray_address else "shm")
 
 
 def prepare(hp, output_dir: Path, rank: int = 0):

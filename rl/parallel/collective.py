@@ -283,7 +283,7 @@ def stop_code(own: int, group: GradientGroup) -> int:
 
 
 def _follower(follow, rank: int, port: int, parent_pid: int) -> None:
-    from rl.parallel.transports.shm import die_with_parent
+    from rl.parallel.processes import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -183,10 +183,12 @@ def make_transport(kind, hp):
 
 class Learner:
     """The trainer for num_workers > 0 or async gradient workers: `step()` takes one shipment (or waits a little),
-    `close()` ends every worker. `learns=False`: fill the agent's rollout only (an async RAPID gradient worker's
-    collection workers: it computes the gradients itself)."""
+    `close()` ends every worker. `make_worker(spec)` builds a worker where the transport runs it (rl/parallel/roles.py's
+    `make_worker`, passed in: the workers are above the learner, since an async RAPID gradient worker embeds one).
+    `learns=False`: fill the agent's rollout only (an async RAPID gradient worker's collection workers: it computes
+    the gradients itself)."""
 
-    def __init__(self, hp, spaces, agent, stats, seed: int, transport="shm", learns: bool = True):
+    def __init__(self, hp, spaces, agent, stats, seed: int, make_worker, transport="shm", learns: bool = True):
         self.hp, self.agent, self.stats = hp, agent, stats
         self.specs = worker_specs(hp, seed, transport if isinstance(transport, str) else "shm")
         role = self.specs[0].role
@@ -208,7 +210,8 @@ class Learner:
         self.clock = {"perf/wait_s": 0.0, "perf/learn_s": 0.0, "scheme/policy_lag": 0.0,
                       "scheme/version": agent.updates, "scheme/dropped": 0, "scheme/restarts": 0,
                       "scheme/workers": count}
-        self.transport.start(self.specs, lambda spec: make_buffer(role, spec.hp, *spaces, hidden, grad_size, behaviour),
+        self.transport.start(self.specs, make_worker,
+                             lambda spec: make_buffer(role, spec.hp, *spaces, hidden, grad_size, behaviour),
                              agent.acting_state(), agent.updates, self.sync)
 
     def publish(self) -> None:

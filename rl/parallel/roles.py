@@ -21,6 +21,7 @@ from collections.abc import Callable
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.envs.episode_stats import EpisodeStats
+from rl.parallel.learner import Learner, learner_hparams
 from rl.parallel.spec import Shipment, WorkerSpec
 from rl.registry import agents
 
@@ -86,15 +87,13 @@ class GradientWorker(Worker):
         super().__init__(spec)
         self.feeders = None
         if spec.hp.num_workers:  # async RAPID: collection workers of its own fill this worker's rollout
-            from rl.parallel.learner import Learner, learner_hparams
-
             inner = learner_hparams(spec.hp, inner=True)
             spaces = self.env.single_observation_space, self.env.single_action_space
             self.env.close()
             self.agent = agents[inner.agent](inner, *spaces, inner.num_envs, seed=spec.seed)
             self.stats = EpisodeStats(1)
-            self.feeders = Learner(inner, spaces, self.agent, self.stats, spec.seed, transport=spec.transport,
-                                   learns=False)
+            self.feeders = Learner(inner, spaces, self.agent, self.stats, spec.seed, make_worker,
+                                   transport=spec.transport, learns=False)
         else:
             self.collector = Collector(self.env, self.agent, spec.seed)
             self.stats = self.collector.stats

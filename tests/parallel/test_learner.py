@@ -17,6 +17,7 @@ import hparams  # noqa: F401 - registers the sets
 from rl.envs.episode_stats import EpisodeStats
 from rl.parallel.buffers import Rows
 from rl.parallel.learner import Learner, learner_hparams
+from rl.parallel.roles import make_worker
 from rl.parallel.spec import Shipment
 from rl.registry import agents
 from rl.registry import hparams as sets
@@ -36,7 +37,7 @@ class ScriptedTransport:
         self.released: list[Shipment] = []
         self.restarts = 0
 
-    def start(self, specs, make_buffer, acting_state, version, sync):
+    def start(self, specs, make_worker, make_buffer, acting_state, version, sync):
         self.specs, self.make_buffer = specs, make_buffer
         self.published.append((acting_state, version))
 
@@ -64,7 +65,7 @@ def make_learner(name: str, overrides: str):
     torch.manual_seed(0)
     agent = agents[hp.agent](lhp, OBS, ACTIONS, lhp.num_envs, seed=0)
     transport = ScriptedTransport()
-    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, transport=transport)
+    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, make_worker=make_worker, transport=transport)
     return learner, agent, transport
 
 

@@ -31,6 +31,7 @@ def make_learner(name: str, address: str, **settings):
     from rl.envs import make_env
     from rl.envs.episode_stats import EpisodeStats
     from rl.parallel.learner import Learner, learner_hparams
+    from rl.parallel.roles import make_worker
     from rl.registry import agents
     from rl.registry import hparams as sets
 
@@ -43,7 +44,7 @@ def make_learner(name: str, address: str, **settings):
     env.close()
     lhp = learner_hparams(hp)
     agent = agents[hp.agent](lhp, *spaces, lhp.num_envs, seed=0)
-    return Learner(hp, spaces, agent, EpisodeStats(1), seed=0, transport="ray")
+    return Learner(hp, spaces, agent, EpisodeStats(1), seed=0, make_worker=make_worker, transport="ray")
 
 
 class Recorder:
@@ -125,7 +126,7 @@ def test_an_unreachable_cluster_is_one_config_error_line():
     hp.ray_address = f"127.0.0.1:{port}"
     t0 = time.monotonic()
     with pytest.raises(ConfigError) as err:
-        RayTransport(hp).start([], None, {}, 0, False)
+        RayTransport(hp).start([], None, None, {}, 0, False)
     message = str(err.value)
     assert "\n" not in message and f"cannot reach the Ray cluster at 127.0.0.1:{port}" in message
     assert "ray start --head" in message and "--ray_address" in message
@@ -207,6 +208,7 @@ def test_a_call_older_than_worker_timeout_is_hung_its_actor_replaced(ray_cluster
 
 @pytest.mark.ray
 def test_a_worker_that_cannot_start_ends_the_run_in_one_line(ray_cluster):
+    from rl.parallel.roles import make_worker
     from rl.parallel.spec import WorkerSpec
     from rl.parallel.transports.ray import RayTransport
     from rl.registry import hparams as sets
@@ -215,7 +217,7 @@ def test_a_worker_that_cannot_start_ends_the_run_in_one_line(ray_cluster):
     hp.ray_address, hp.env = ray_cluster.address, "NoSuchEnvAnywhere-v0"
     transport = RayTransport(hp)
     try:
-        transport.start([WorkerSpec("rows", hp, 0, 1000, "ray")], lambda spec: None, {}, 0, False)
+        transport.start([WorkerSpec("rows", hp, 0, 1000, "ray")], make_worker, lambda spec: None, {}, 0, False)
         deadline = time.monotonic() + 180
         with pytest.raises(ConfigError) as err:
             while time.monotonic() < deadline:

@@ -34,7 +34,7 @@ class ScriptedTransport:
         self.queue: deque = deque()
         self.restarts = 0
 
-    def start(self, specs, make_buffer, acting_state, version, sync):
+    def start(self, specs, make_worker, make_buffer, acting_state, version, sync):
         self.specs, self.make_buffer = specs, make_buffer
 
     def publish(self, acting_state, version):
@@ -60,7 +60,8 @@ def make_learner(name: str, overrides: str, learns: bool = True):
     torch.manual_seed(0)
     agent = agents[hp.agent](lhp, OBS, ACTIONS, lhp.num_envs, seed=0)
     transport = ScriptedTransport()
-    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, transport=transport, learns=learns)
+    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, make_worker=make_worker, transport=transport,
+                      learns=learns)
     return learner, agent, transport
 
 
@@ -149,7 +150,7 @@ def check_every_publish_reaches_the_worker(transport, agent, spec, make_buffer) 
     by that version, and its data was acted by that version's weights (a worker may finish what it started with the
     weights it held: two slots or calls in flight)."""
     deadline = time.monotonic() + 120
-    transport.start([spec], make_buffer, marked_state(agent, 100.0), 0, False)
+    transport.start([spec], make_worker, make_buffer, marked_state(agent, 100.0), 0, False)
     try:
         for version in (1, 2, 3):
             transport.publish(marked_state(agent, 100.0 + version), version)

@@ -107,17 +107,10 @@ def _check_reachable(address: str) -> None:
 class WorkerActor:
     """One worker inside a Ray actor: built from its spec, filling its own buffer at every call."""
 
-    def __init__(self, spec, make_buffer):
-        import numpy as np
-        import torch
+    def __init__(self, spec, make_worker, make_buffer):
+        from rl.parallel.processes import settle_worker
 
-        from rl.parallel.roles import make_worker
-        from rl.threads import limit_threads
-
-        limit_threads(1)
-        torch.set_flush_denormal(True)
-        np.random.seed((spec.seed * 7919 + spec.rank) % 2**32)
-        torch.manual_seed(spec.seed * 7919 + spec.rank)
+        settle_worker(spec)
         self.worker = make_worker(spec)
         self.buffer = make_buffer(spec)
         self.held = -1  # the publish whose weights the worker holds
@@ -317,13 +310,15 @@ class RayTransport(FaultBook):
                 self._fill_up(h)
 
     # ------------------------------------------------------------------ the learner's side
-    def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
+    def start(self, specs, make_worker, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
+        """Start an actor for each spec, running `make_worker(spec)` (rl/parallel/roles.py: pickled by reference) on
+        buffers made by `make_buffer(spec)`, after publishing the first weights."""
         import ray
 
         self.connect()
         self.hold_learner_seat()
         self.sync = sync
-        self.make_buffer = make_buffer
+        self.make_worker, self.make_buffer = make_worker, make_buffer
         self.actor_class = ray.remote(max_restarts=0, max_task_retries=0, **self.options)(WorkerActor)
         self._check_resources()
         self.handles = [Handle(s) for s in specs]
@@ -364,7 +359,7 @@ class RayTransport(FaultBook):
         spec = h.spec
         if h.restarts:  # a restarted worker starts new episodes with a seed of its own
             spec = replace(spec, seed=spec.seed + RESEED * h.restarts)
-        h.actor = self.actor_class.options(name=None).remote(spec, self.make_buffer)
+        h.actor = self.actor_class.options(name=None).remote(spec, self.make_worker, self.make_buffer)
         h.ready, h.placed, h.waiting_said = h.actor.__ray_ready__.remote(), False, False
 
     def _restart(self, h: Handle, why: str) -> None:

@@ -16,7 +16,6 @@ otherwise wait at exit for workers that wait for the learner: a run that raised 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -25,25 +24,14 @@ import time
 import traceback
 from multiprocessing.connection import wait
 
-import numpy as np
 import torch
 
 from rl.parallel.buffers import share
+from rl.parallel.processes import die_with_parent, settle_worker
 from rl.parallel.transports.faults import FaultBook
 
 SLOTS_PER_WORKER = 2
 SEQ, VERSION, WRITING, STOP = range(4)  # the control block: publish count, policy version, write flag, stop flag
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Linux kills this process when its parent dies, however it dies (SIGKILL included)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the parent-pid check at every beat still ends the worker
-        pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(0)
 
 
 class Stopped(Exception):
@@ -110,10 +98,8 @@ class Channel:
             time.sleep(0.001)
 
 
-def serve(spec, channel: Channel, sync: bool) -> None:
+def serve(spec, make_worker, channel: Channel, sync: bool) -> None:
     """The worker process's loop: take a free slot, load the newest weights, fill the slot, ship it."""
-    from rl.parallel.roles import make_worker
-
     worker = make_worker(spec)
     try:
         channel.await_publish(-1)
@@ -130,19 +116,14 @@ def serve(spec, channel: Channel, sync: bool) -> None:
         worker.close()
 
 
-def _process_main(spec, channel: Channel, sync: bool) -> None:
+def _process_main(spec, make_worker, channel: Channel, sync: bool) -> None:
     """One thread for torch and BLAS, Ctrl-C left to the learner, errors reported in one line."""
-    from rl.threads import limit_threads
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent(channel.parent_pid)
-    limit_threads(1)
-    torch.set_flush_denormal(True)
-    np.random.seed((spec.seed * 7919 + spec.rank) % 2**32)
-    torch.manual_seed(spec.seed * 7919 + spec.rank)
+    settle_worker(spec)
     try:
-        serve(spec, channel, sync)
+        serve(spec, make_worker, channel, sync)
     except Stopped:
         pass
     except BaseException as exc:  # noqa: BLE001 - whatever it was, the learner hears it in one line
@@ -174,8 +155,10 @@ class ShmTransport(FaultBook):
         self.context = mp.get_context("fork")  # children inherit the registries (a script's own registrations too)
         super().__init__()
 
-    def start(self, specs, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
-        self.sync = sync
+    def start(self, specs, make_worker, make_buffer, acting_state: dict, version: int, sync: bool) -> None:
+        """Start a process for each spec, running `make_worker(spec)` (rl/parallel/roles.py) on two slots made by
+        `make_buffer(spec)`, after publishing the first weights."""
+        self.sync, self.make_worker = sync, make_worker
         self.handles = [Handle(s, list(range(i * SLOTS_PER_WORKER, (i + 1) * SLOTS_PER_WORKER)))
                         for i, s in enumerate(specs)]
         self.slots = [share(make_buffer(s)) for s in specs for _ in range(SLOTS_PER_WORKER)]
@@ -200,7 +183,7 @@ class ShmTransport(FaultBook):
             spec = replace(spec, seed=spec.seed + 100_003 * h.restarts)
         self.heartbeats[spec.rank] = time.monotonic()
         channel = Channel(spec.rank, self.weights, self.slots, theirs, self.heartbeats, os.getpid())
-        h.process = self.context.Process(target=_process_main, args=(spec, channel, self.sync),
+        h.process = self.context.Process(target=_process_main, args=(spec, self.make_worker, channel, self.sync),
                                          name=f"rl-worker-{spec.rank}", daemon=False)
         h.process.start()
         theirs.close()

@@ -1,0 +1,35 @@
+"""What a process of the Scheme does first, wherever it was started (a forked worker, a Ray actor, a forked rank of a
+gradient group): die with its parent, one thread for torch and BLAS, its own seeds. Below the transports and the
+group, which both start such processes."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Linux kills this process when its parent dies, however it dies (SIGKILL included)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent-pid check at every beat still ends the worker
+        pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
+
+
+def settle_worker(spec) -> None:
+    """A worker's process: one thread (the cores are shared out between processes), denormals flushed, numpy's and
+    torch's global generators seeded from its spec."""
+    import numpy as np
+    import torch
+
+    from rl.threads import limit_threads
+
+    limit_threads(1)
+    torch.set_flush_denormal(True)
+    np.random.seed((spec.seed * 7919 + spec.rank) % 2**32)
+    torch.manual_seed(spec.seed * 7919 + spec.rank)
