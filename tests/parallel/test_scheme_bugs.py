@@ -178,3 +178,44 @@ def test_the_shm_transport_delivers_every_publish():
     transport = ShmTransport(learner.hp)
     check_every_publish_reaches_the_worker(transport, agent, learner.specs[0],
                                            lambda s: make_buffer("rollouts", s.hp, OBS, ACTIONS, None, 0))
+
+
+def shipments_continue(shipments) -> int:
+    """How many consecutive pairs of one worker's rollouts were checked to continue each other (a rollout's first
+    observation is the last one's next observation, unless an episode ended there); fails at a gap."""
+    checked = 0
+    for previous, current in zip(shipments, shipments[1:]):
+        if previous.dones[-1].any():
+            continue  # the final observation is followed by a reset one
+        assert torch.equal(current.obs[0], previous.next_obs[-1]), "a shipment is missing between two delivered"
+        checked += 1
+    return checked
+
+
+@pytest.mark.ray
+def test_the_ray_transport_delivers_every_shipment_and_every_publish(ray_cluster):
+    """Bugs caught: the Ray transport dropping every second shipment (async collection goes on with half the data,
+    and n-step windows and rollouts join steps that are not consecutive), or publishing only the first weights."""
+    from rl.parallel.buffers import make_buffer
+    from rl.parallel.transports.ray import RayTransport
+
+    learner, agent, _ = make_learner("ppo_cartpole", f"num_workers=1,num_envs=1,num_steps=8,col_communication=async,"
+                                                     f"ray_address={ray_cluster.address}")
+    spec = learner.specs[0]
+
+    def buffer(s):
+        return make_buffer("rollouts", s.hp, OBS, ACTIONS, None, 0)
+
+    transport = RayTransport(learner.hp)
+    transport.start([spec], make_worker, buffer, agent.acting_state(), 0, False)
+    deadline = time.monotonic() + 300
+    try:
+        rollouts = []
+        while len(rollouts) < 8:
+            shipment = next_shipment(transport, deadline)
+            rollouts.append(shipment.data)
+            transport.release(shipment)
+        assert shipments_continue(rollouts) >= 3
+    finally:
+        transport.close()
+    check_every_publish_reaches_the_worker(RayTransport(learner.hp), agent, spec, buffer)
