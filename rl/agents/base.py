@@ -14,8 +14,17 @@ The learner interface (what `rl/parallel` and checkpoints use; nothing else of a
                                   statistics and the step count, as one flat dict of tensors (published by the learner)
     take_statistics() / merge_statistics(stats)
                                   the normalisation moments a worker gathered since it last shipped; the learner merges
-    compute_gradients(batch) / apply_gradients(grad)
+    compute_gradients(batch) / apply_gradients(grad, steps), gradient_size()
                                   a gradient worker's half of a gradient step, and the learner's half
+Experience made elsewhere (the Scheme's learner, rl/parallel/learner.py, only dispatches shipments to these):
+    take_rollout(rollout, lag, steps) -> ready
+                                  a collection worker's rollout columns, acted `lag` updates ago (on-policy agents)
+    take_rows(transitions) -> diagnostics
+                                  a collection worker's replay rows, observed step by step with an update after each
+    close_rows(rows)              those env rows' next transitions continue no episode (a lost worker, a dropped
+                                  shipment)
+    count_env_steps(n)            env steps this agent did not observe (a rows worker's, a gradient group's peers')
+and, on a collection worker's agent, rollout_ready() / ship_rollout(buffer) / rollout_layout().
 `updates` counts the learner's updates (a rollout's epochs, a replay training phase, an applied gradient): the unit
 of the policy version and of the policy lag.
 """
@@ -194,9 +203,40 @@ class Agent(abc.ABC):
         skipped, e.g. PPO's target_kl). Agents that support gradient workers implement it."""
         raise ConfigError(f"agent {self.hp.agent!r} does not compute gradients for gradient workers")
 
-    def apply_gradients(self, grad: torch.Tensor) -> dict:
-        """The learner's half: clip and apply a shipped gradient; one learner update."""
+    def gradient_size(self) -> int:
+        """The length of `compute_gradients`' flat gradient (a transport preallocates its buffers)."""
+        raise ConfigError(f"agent {self.hp.agent!r} does not compute gradients for gradient workers")
+
+    def apply_gradients(self, grad: torch.Tensor, steps: int = 0) -> dict:
+        """The learner's half: clip and apply a shipped gradient, computed from `steps` env steps; one learner
+        update."""
         raise ConfigError(f"agent {self.hp.agent!r} does not apply shipped gradients")
+
+    # ------------------------------------------------------------------ experience made elsewhere (rl/parallel)
+    def count_env_steps(self, steps: int) -> None:
+        """Count env steps this agent did not observe itself: a rows worker's transitions (shipped, not stored
+        here), or those of a synchronous gradient group's peers. Exploration and learning schedules follow."""
+        self.env_steps += steps
+
+    def take_rollout(self, rollout, lag: int, steps: int) -> bool:
+        """A collection worker's rollout (its env columns, `steps` env steps, acted by weights `lag` updates old)
+        goes in beside the columns already taken; True once a batch is ready for `update()`."""
+        raise ConfigError(f"agent {self.hp.agent!r} does not learn from collection workers' rollouts")
+
+    def take_rows(self, transitions) -> dict:
+        """A collection worker's replay rows: (transition, env rows) pairs, one per vector step, each observed into
+        those rows of this agent's memory and followed by `update()`, so the replay ratio is one process's (Ape-X).
+        The last update's diagnostics."""
+        diagnostics: dict = {}
+        for transition, rows in transitions:
+            if len(rows):
+                self.observe(*transition, rows=rows)
+                diagnostics = self.update() or diagnostics
+        return diagnostics
+
+    def close_rows(self, rows: np.ndarray) -> None:  # noqa: B027 - optional hook: nothing joins steps by default
+        """The next transitions of env `rows` continue no episode of their last ones (their worker was restarted, or
+        a shipment of theirs dropped): a memory that joins steps (n-step windows) ends those rows' as truncated."""
 
     def join_collective(self, collective) -> None:
         """Synchronous gradient workers: every gradient is averaged across the group before it is clipped, and

@@ -128,6 +128,9 @@ class ActorCriticAgent(Agent):
         self.memory.add(obs, self.scaler.from_env(actions), rewards, next_obs, terminated, truncated, rows=rows)
         self.env_steps += len(rewards)
 
+    def close_rows(self, rows: np.ndarray) -> None:
+        self.memory.close_rows(rows)
+
     def reset_episodes(self, done: np.ndarray) -> None:
         self.explore.reset(done)
 

@@ -84,6 +84,9 @@ class DQN(Agent):
             polyak_update(self.params, self.target_params, hp.tau)
             self._last_target = self.env_steps
 
+    def close_rows(self, rows: np.ndarray) -> None:
+        self.memory.close_rows(rows)
+
     def update(self) -> dict:
         hp = self.hp
         # train every `train_freq` env steps (aligned to multiples, as SB3 does) once past `learning_starts`

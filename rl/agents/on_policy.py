@@ -25,6 +25,7 @@ from rl.envs import has_same_step_native
 from rl.errors import ConfigError
 from rl.grad_comp.policy_gradient import approx_kl
 from rl.grad_comp.vtrace import vtrace_targets
+from rl.memory.rollout import RolloutMemory
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
@@ -267,12 +268,41 @@ class OnPolicyAgent(Agent):
         opt.step()
         self.grad_steps += 1
 
-    def apply_gradients(self, grad: torch.Tensor) -> dict:
-        """A gradient worker's gradient (A3C), applied with this learner's learning-rate schedule."""
+    def gradient_size(self) -> int:
+        return self.optimizer.grad.numel()
+
+    def apply_gradients(self, grad: torch.Tensor, steps: int = 0) -> dict:
+        """A gradient worker's gradient (A3C), applied with this learner's learning-rate schedule (read before its
+        `steps` are counted)."""
         self.optimizer.lr, _ = self._schedule()
         self._apply(grad)
         self.updates += 1
+        self.env_steps += steps
         return {"charts/learning_rate": self.optimizer.lr}
+
+    # ------------------------------------------------------------------ rollouts made elsewhere (rl/parallel)
+    def take_rollout(self, rollout: RolloutMemory, lag: int, steps: int) -> bool:
+        """The worker's env columns go into the next free columns of this agent's rollout, with their policy lag
+        (V-trace rescores stale ones); True once every column is in (`update()` learns from the whole batch)."""
+        self.memory.write_columns(self.memory.columns_written, rollout, policy_lag=lag)
+        self.env_steps += steps
+        return self.memory.full
+
+    def rollout_ready(self) -> bool:
+        """A collection worker's agent: its rollout is full, to be shipped."""
+        return self.memory.full
+
+    def ship_rollout(self, buffer: RolloutMemory) -> None:
+        """A collection worker's agent: its full rollout copied into `buffer` (rl/parallel/buffers.py), and a new
+        one begun."""
+        buffer.reset()
+        buffer.write_columns(0, self.memory)
+        self.memory.reset()
+
+    def rollout_layout(self) -> tuple[tuple | None, dict[str, int]]:
+        """What a worker's rollout buffer must hold to fit this agent's rollout: the recurrent state's shape (None:
+        feed-forward) and the behaviour vectors kept (RolloutMemory's `behaviour`)."""
+        return self.model.hidden_shape, dict(self.memory.behaviour_widths)
 
     def finish_update(self) -> dict:
         """After the last minibatch: the rollout is spent; one learner update."""

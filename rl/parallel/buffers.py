@@ -58,6 +58,10 @@ class Rows:
         return tuple(getattr(self, k)[t].numpy()[valid] for k in ("obs", "actions", "rewards", "next_obs",
                                                                    "terminated", "truncated")), rows + row_offset
 
+    def transitions(self, row_offset: int):
+        """Every step's (transitions, env rows), in order: what `Agent.take_rows` takes."""
+        return (self.step(t, row_offset) for t in range(self.steps))
+
 
 def make_buffer(role: str, hp, obs_space, action_space, hidden_shape, grad_size: int,
                 behaviour: dict[str, int] | None = None):

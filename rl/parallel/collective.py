@@ -221,7 +221,7 @@ class GroupTrainer:
     def step(self) -> dict:
         before = self.agent.env_steps
         diagnostics = self.trainer.step()
-        self.agent.env_steps += (self.group.world - 1) * (self.agent.env_steps - before)
+        self.agent.count_env_steps((self.group.world - 1) * (self.agent.env_steps - before))
         return diagnostics
 
     def finished(self, signum: int) -> bool:

@@ -2,12 +2,15 @@
 (rl/agents/base.py), publishes the new weights. Any agent, unchanged:
 
 - RolloutMode (vpg, a2c, ppo): a worker's rollout goes into the learner's rollout as env columns, with its policy
-  lag (`RolloutMemory.write_columns`); once `batch_rollouts` columns are in, `agent.update()` learns (PPO's ratio
+  lag (`agent.take_rollout`); once `batch_rollouts` columns are in, `agent.update()` learns (PPO's ratio
   against the behaviour policy: APPO; V-trace rescores the columns acted by older weights).
 - RowsMode (dqn, ddpg, td3, sac, every memory): a worker's rows are observed step by step into the replay memory
   (worker w's envs are its rows w*N..w*N+N-1) with `agent.update()` after each, so the replay ratio is the
-  single-process one (Ape-X). A restarted worker, or a dropped shipment, closes its rows' n-step windows.
+  single-process one (Ape-X: `agent.take_rows`). A restarted worker, or a dropped shipment, closes its rows' n-step
+  windows (`agent.close_rows`).
 - GradientMode (A3C): a worker's gradient is applied as it arrives (`agent.apply_gradients`).
+
+The modes only dispatch: what a shipment does to the agent's memory and counters is the agent's own business.
 
 Policy versions count learner updates (`agent.updates`): the version of published weights is the number of updates
 that made them, a shipment carries the version that acted (or computed) it, and its lag, logged as
@@ -108,25 +111,19 @@ def worker_hparams(hp):
 def worker_specs(hp, seed: int, transport: str) -> list[WorkerSpec]:
     role = "gradients" if grad_mode(hp) else ("rollouts" if is_on_policy_agent(hp) else "rows")
     count = hp.num_grad_workers if role == "gradients" else hp.num_workers
-    whp = worker_hparams(hp)
-    return [WorkerSpec(role, whp, rank, seed + 1000 * (rank + 1), transport) for rank in range(count)]
+    return [WorkerSpec(role, worker_hparams(hp, rank, count), rank, seed + 1000 * (rank + 1), transport)
+            for rank in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------------- the modes
 class RolloutMode:
     def __init__(self, agent, learns: bool = True):
-        self.agent, self.learns, self.column = agent, learns, 0
+        self.agent, self.learns = agent, learns
 
     def take(self, shipment: Shipment, lag: int) -> tuple[bool, dict]:
         """(learned, diagnostics): the rollout's columns go in; a full batch is learned from."""
-        mem = self.agent.memory
-        mem.write_columns(self.column, shipment.data, policy_lag=lag)
-        self.column += shipment.data.num_envs
-        self.agent.env_steps += shipment.steps
-        if not mem.full:
-            return False, {}
-        self.column = 0
-        if not self.learns:
+        ready = self.agent.take_rollout(shipment.data, lag, shipment.steps)
+        if not ready or not self.learns:
             return False, {}
         return True, self.agent.update()
 
@@ -139,18 +136,12 @@ class RowsMode:
         self.agent, self.n = agent, rows_per_worker
 
     def take(self, shipment: Shipment, lag: int) -> tuple[bool, dict]:
-        agent, rows = self.agent, shipment.data
-        diagnostics: dict = {}
-        for t in range(rows.steps):
-            transition, where = rows.step(t, shipment.worker * self.n)
-            if len(where):
-                agent.observe(*transition, rows=where)
-                diagnostics = agent.update() or diagnostics
+        diagnostics = self.agent.take_rows(shipment.data.transitions(shipment.worker * self.n))
         return True, diagnostics  # the step count moved (exploration schedules): publish even before learning
 
     def lost(self, worker: int) -> None:
         """The worker's next rows continue no episode of its last ones: close their n-step windows as truncated."""
-        self.agent.memory.close_rows(np.arange(worker * self.n, (worker + 1) * self.n))
+        self.agent.close_rows(np.arange(worker * self.n, (worker + 1) * self.n))
 
 
 class GradientMode:
@@ -158,9 +149,7 @@ class GradientMode:
         self.agent = agent
 
     def take(self, shipment: Shipment, lag: int) -> tuple[bool, dict]:
-        diagnostics = self.agent.apply_gradients(shipment.data)
-        self.agent.env_steps += shipment.steps
-        return True, diagnostics
+        return True, self.agent.apply_gradients(shipment.data, shipment.steps)
 
     def lost(self, worker: int) -> None:
         pass
@@ -200,9 +189,8 @@ class Learner:
         else:
             self.mode = GradientMode(agent)
         self.sync = hp.col_communication == "sync" and role != "gradients"
-        hidden = getattr(getattr(agent, "model", None), "hidden_shape", None)
-        grad_size = agent.optimizers()["optimizer"].grad.numel() if role == "gradients" else 0
-        behaviour = agent.memory.behaviour_widths if role == "rollouts" else None
+        hidden, behaviour = agent.rollout_layout() if role == "rollouts" else (None, None)
+        grad_size = agent.gradient_size() if role == "gradients" else 0
         self.transport = make_transport(transport, hp)
         self.round: set[int] = set()
         self.lags: deque[int] = deque(maxlen=100)

@@ -61,7 +61,7 @@ class CollectionWorker(Worker):
 
     def _store_row(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         self.rows.add(self.t, self.collector.valid, obs, actions, rewards, next_obs, terminated, truncated)
-        self.agent.env_steps += len(rewards)
+        self.agent.count_env_steps(len(rewards))  # shipped, not observed: its exploration schedule still moves
 
     def fill(self, buffer, beat: Callable[[], None]) -> Shipment:
         steps = 0
@@ -72,13 +72,10 @@ class CollectionWorker(Worker):
                 steps += self.collector.step()
                 beat()
             return self._shipment("rows", steps)
-        memory = self.agent.memory
-        while not memory.full:
+        while not self.agent.rollout_ready():
             steps += self.collector.step()
             beat()
-        buffer.reset()
-        buffer.write_columns(0, memory)
-        memory.reset()
+        self.agent.ship_rollout(buffer)
         return self._shipment("rollout", steps)
 
 
@@ -106,8 +103,7 @@ class GradientWorker(Worker):
             self.feeders.publish()
 
     def _fill_rollout(self, beat) -> None:
-        memory = self.agent.memory
-        while not memory.full:
+        while not self.agent.rollout_ready():
             if self.feeders is not None:
                 before = self.agent.env_steps
                 self.feeders.step()

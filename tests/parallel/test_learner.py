@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import hparams  # noqa: F401 - registers the sets
+from rl.agents.base import Agent
 from rl.envs.episode_stats import EpisodeStats
 from rl.parallel.buffers import Rows
 from rl.parallel.learner import Learner, learner_hparams
@@ -192,3 +193,113 @@ def test_a_worker_agent_acts_with_the_published_state(name):
     assert b.env_steps == 1234
     for k, m in a.normalizers().items():
         np.testing.assert_array_equal(b.normalizers()[k].mean, m.mean)
+
+
+# ---------------------------------------------------------------------------------------------------- the agent's seam
+class EpisodeListAgent(Agent):
+    """A replay agent whose memory is no replay memory at all: each env row's rewards as a list of episodes. The
+    learner must feed it through the agent interface alone (take_rows, close_rows, env steps counted by observe)."""
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        self.net = torch.nn.Linear(4, 2)
+        self.memory = {row: [[]] for row in range(num_envs)}  # row -> its episodes' rewards
+        self.update_calls = 0
+
+    def act(self, obs, deterministic=False):
+        return np.zeros(len(obs), np.int64)
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
+        for row, reward, ended in zip(rows, rewards, np.logical_or(terminated, truncated), strict=True):
+            self.memory[int(row)][-1].append(float(reward))
+            if ended:
+                self.memory[int(row)].append([])
+        self.env_steps += len(rewards)
+
+    def close_rows(self, rows) -> None:
+        for row in rows:
+            if self.memory[int(row)][-1]:
+                self.memory[int(row)].append([])
+
+    def update(self) -> dict:
+        self.update_calls += 1
+        return {"test/update_calls": self.update_calls}
+
+    def networks(self) -> dict:
+        return {"net": self.net}
+
+    def optimizers(self) -> dict:
+        return {}
+
+
+class WholeRolloutsAgent(agents["ppo"]):
+    """An on-policy agent whose learner keeps the workers' rollouts whole, as a list, and learns from every two."""
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        self.memory: list[tuple[int, int]] = []  # no RolloutMemory: (policy lag, env steps) of each rollout taken
+        self.learned: list[list[tuple[int, int]]] = []
+
+    def rollout_layout(self):
+        return self.model.hidden_shape, {}  # the workers' rollouts are plain ones
+
+    def take_rollout(self, rollout, lag: int, steps: int) -> bool:
+        assert rollout.num_envs == 2 and rollout.full
+        self.memory.append((lag, steps))
+        self.env_steps += steps
+        return len(self.memory) == 2
+
+    def update(self) -> dict:
+        self.learned.append(list(self.memory))
+        self.memory.clear()
+        self.updates += 1
+        return {"test/learned": len(self.learned)}
+
+
+@pytest.fixture
+def registered():
+    """Test agents registered for the learner's settings (its mode is chosen from the registered class)."""
+    names = {"episode_list_test": EpisodeListAgent, "whole_rollouts_test": WholeRolloutsAgent}
+    for name, cls in names.items():
+        agents.register(name)(cls)
+    yield
+    for name in names:
+        del agents._items[name]  # the registry has no unregister: tests only
+
+
+def test_an_agent_with_a_memory_of_its_own_shape_takes_rows_through_its_interface(registered):
+    """Bug caught: the learner writing the replay memory itself (`agent.memory.close_rows`, observe into rows of its
+    choosing) instead of the agent's take_rows/close_rows: this agent's memory has neither."""
+    learner, agent, transport = make_learner("apex_dqn_cartpole", "agent=episode_list_test,num_envs=2,"
+                                                                  "max_policy_lag=2")
+    assert isinstance(agent, EpisodeListAgent)
+    transport.queue.extend([rows_shipment(0, 3, 2, reward=1.0), rows_shipment(1, 2, 2, reward=100.0)])
+    learner.step()
+    learner.step()
+    assert agent.memory == {0: [[1.0] * 3], 1: [[1.0] * 3], 2: [[100.0] * 2], 3: [[100.0] * 2]}
+    assert agent.env_steps == 3 * 2 + 2 * 2 and agent.update_calls == 5  # an update after each vector step
+    transport.lost.append(1)  # worker 1 restarted: its rows' episodes end there
+    transport.queue.append(rows_shipment(1, 1, 2, reward=7.0))
+    learner.step()
+    assert agent.memory[2] == [[100.0] * 2, [7.0]] and agent.memory[0] == [[1.0] * 3]
+    agent.updates = 5  # a shipment of version 0 is now 5 updates old: dropped, and its worker's rows closed
+    transport.queue.append(rows_shipment(0, 1, 2, reward=9.0))
+    learner.step()
+    assert learner.clock["scheme/dropped"] == 1
+    assert agent.memory[0] == [[1.0] * 3, []] and agent.memory[2] == [[100.0] * 2, [7.0]]
+    assert agent.env_steps == 3 * 2 + 2 * 2 + 1 * 2  # the dropped shipment's steps are not counted
+
+
+def test_an_on_policy_agent_with_a_memory_of_its_own_shape_takes_rollouts_through_its_interface(registered):
+    """Bug caught: the learner writing columns into `agent.memory` (RolloutMemory.write_columns) or deciding from
+    `memory.full` when to learn, instead of asking the agent (take_rollout): this agent keeps a list."""
+    learner, agent, transport = make_learner("ppo_cartpole", "agent=whole_rollouts_test,num_workers=2,num_envs=2,"
+                                                             "num_steps=8")
+    agent.updates = 2
+    transport.queue.extend([rollout_shipment(learner, transport, 0, version=1),
+                            rollout_shipment(learner, transport, 1, version=2)])
+    learner.step()
+    assert agent.learned == [] and transport.published[-1][1] == 0  # one rollout in: nothing learned or published
+    learner.step()
+    assert agent.learned == [[(1, 16), (0, 16)]]  # both rollouts, with their policy lags and steps
+    assert agent.env_steps == 32 and transport.published[-1][1] == 3
