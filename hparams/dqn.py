@@ -13,6 +13,11 @@ def dqn() -> HParams:
     d("exploration_fraction", 0.1, "fraction of train_steps over which epsilon decays", bound=PROBABILITY)
     d("exploration_initial_eps", 1.0, "epsilon at the start", bound=PROBABILITY)
     d("exploration_final_eps", 0.05, "epsilon after the decay", bound=PROBABILITY)
+    d("worker_epsilon", 0.0, "Ape-X (Horgan et al. 2018): with collection workers, worker i of N explores with its own "
+      "fixed epsilon worker_epsilon ** (1 + worker_epsilon_alpha * i / (N - 1)) (Ape-X: 0.4); 0: every worker "
+      "follows the learner's linear schedule", bound=PROBABILITY)
+    d("worker_epsilon_alpha", 7.0, "Ape-X: how far the workers' fixed epsilons spread below worker_epsilon (the "
+      "last worker's is worker_epsilon ** (1 + alpha))", bound=at_least(0))
     d("dueling", False, "use a dueling head (value + advantage streams)")
     d("loss", "huber", "TD loss: huber or mse", bound=one_of("huber", "mse"))
     d("noisy", False, "noisy linear layers in the Q head (Fortunato et al. 2018); pair with act_select=greedy")

@@ -38,7 +38,8 @@
   are clipped to +-1: the returns need no rescaling.
 - `a3c_cartpole`: ChainerRL's A3C (Mnih et al. 2016): 200-200 MLP, t_max 5, RMSprop, 2 asynchronous gradient workers.
 - `apex_dqn_cartpole`: Ape-X (Horgan et al. 2018): `dqn_cartpole` fed by 2 asynchronous collection workers into a
-  prioritized memory with 3-step returns.
+  prioritized memory with 3-step returns; worker i of N explores with its own fixed epsilon 0.4 ** (1 + 7 i / (N - 1))
+  (`worker_epsilon`, `worker_epsilon_alpha`: 0.4 and 0.4^8 = 0.00066 for 2 workers) instead of the learner's schedule.
 """
 
 import json
@@ -267,8 +268,10 @@ def a3c_cartpole() -> HParams:
 
 @hparams.register
 def apex_dqn_cartpole() -> HParams:
-    """`dqn_cartpole` as Ape-X: 2 asynchronous collection workers, prioritized replay, 3-step returns."""
+    """`dqn_cartpole` as Ape-X: 2 asynchronous collection workers with fixed epsilons of their own, prioritized
+    replay, 3-step returns."""
     hp = dqn_cartpole()
     hp.memory, hp.n_step = "prioritized", 3
+    hp.worker_epsilon, hp.worker_epsilon_alpha = 0.4, 7.0  # Ape-X's per-actor exploration
     hp.num_workers, hp.col_communication, hp.worker_steps = 2, "async", 32
     return hp

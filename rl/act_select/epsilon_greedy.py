@@ -1,4 +1,5 @@
-"""Epsilon-greedy exploration with a linear schedule (Mnih et al. 2015), and the greedy policy."""
+"""Epsilon-greedy exploration with a linear schedule (Mnih et al. 2015), Ape-X's fixed epsilon per collection worker
+(Horgan et al. 2018), and the greedy policy."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from rl.errors import ConfigError
 from rl.registry import act_select
 
 QValues = torch.Tensor | np.ndarray | Callable[[], torch.Tensor | np.ndarray]
@@ -87,3 +89,25 @@ class EpsilonGreedy:
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
+
+
+def apex_epsilon(base: float, alpha: float, rank: int, count: int) -> float:
+    """Ape-X's epsilon of actor `rank` of `count`: base ** (1 + alpha * rank / (count - 1)) (Horgan et al. 2018, with
+    base 0.4 and alpha 7); one actor has `base`. From `base` down to base ** (1 + alpha): some actors explore widely,
+    others hardly, and the replay memory holds both."""
+    if not 0 <= rank < count:
+        raise ValueError(f"rank {rank} is not one of {count} workers")
+    return base ** (1 + alpha * rank / (count - 1)) if count > 1 else base
+
+
+def fixed_worker_epsilon(hp, rank: int, count: int) -> float | None:
+    """Collection worker `rank`'s own fixed epsilon where `worker_epsilon` > 0 asks for Ape-X's (`apex_epsilon` of
+    worker_epsilon and worker_epsilon_alpha), else None: the workers follow the learner's linear schedule (the step
+    count travels with the weights)."""
+    base = hp.worker_epsilon if "worker_epsilon" in hp else 0.0
+    if base <= 0:
+        return None
+    if hp.act_select != "epsilon_greedy":
+        raise ConfigError(f"worker_epsilon={base:g} gives each collection worker a fixed epsilon, which needs "
+                          f"act_select=epsilon_greedy (got {hp.act_select!r}): set worker_epsilon=0")
+    return apex_epsilon(base, hp.worker_epsilon_alpha, rank, count)

@@ -26,6 +26,7 @@ from collections import deque
 
 import numpy as np
 
+from rl.act_select.epsilon_greedy import fixed_worker_epsilon
 from rl.errors import ConfigError
 from rl.parallel.buffers import make_buffer
 from rl.parallel.spec import Shipment, WorkerSpec
@@ -97,10 +98,13 @@ def learner_hparams(hp, inner: bool = False):
     return learner
 
 
-def worker_hparams(hp):
-    """A worker's settings: its own envs, the CPU, one thread (the cores are shared out between processes)."""
+def worker_hparams(hp, rank: int = 0, count: int = 1):
+    """Worker `rank` of `count`'s settings: its own envs, the CPU, one thread (the cores are shared out between
+    processes); with `worker_epsilon` (Ape-X) its own fixed epsilon."""
     w = hp.copy()
     w.num_envs, w.device, w.torch_threads = worker_envs(hp), "cpu", 1
+    if (eps := fixed_worker_epsilon(hp, rank, count)) is not None:  # a schedule from eps to eps: fixed
+        w.exploration_initial_eps = w.exploration_final_eps = eps
     if w.env_type == "atari":
         w.env_threads = 1
     if "buffer_size" in w:  # a replay worker's own memory is never used: keep it small
