@@ -57,24 +57,3 @@ def pytest_collection_modifyitems(config, items):
                 "ray_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
-
-_EXIT_STATUS: list[int] = []
-
-
-def pytest_sessionfinish(session, exitstatus):
-    _EXIT_STATUS.append(int(exitstatus))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    """End the test process once pytest has reported, with pytest's own exit status, skipping the interpreter's
-    teardown. One full run in three on this machine passed every test ("720 passed") and then died with SIGSEGV
-    (exit 139) while the interpreter tore down its C extensions; the suspect is Ray's core worker, whose threads the
-    tests' in-process `ray.init` leaves behind (a known source of crashes at exit). Results are all written by now."""
-    if not _EXIT_STATUS:
-        return
-    import os
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(_EXIT_STATUS[-1])

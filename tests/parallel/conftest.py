@@ -5,18 +5,30 @@ Two nodes on this machine, as a real cluster would have them: a head node with 1
 placed there with ray_worker_resources="cpu_node:1"). Each node's object store is kept small (200 MB). The processes
 run in a temporary directory of their own and are ended by `cluster.shutdown()` alone (never `ray stop`, which would
 stop every Ray on the machine). Without Ray installed (`bash setup.sh --ray`) the tests that use it are skipped.
+
+The tests that use the cluster run in one child pytest, never in the test process itself: a process that has talked
+to a Ray cluster (ray.init, or cluster_utils' own GCS client) keeps Ray's C++ threads (gcs_client_io_service, gRPC's
+pollers and timers) running after ray.shutdown() and cluster.shutdown() until it exits, and such threads racing the
+interpreter's teardown are a known cause of a SIGSEGV at exit. The child gets the selected tests' ids, reports each
+result to a JSON file, and the test process reports them as its own; a test's time shows on the first such test.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 OBJECT_STORE = 200 * 1024 * 1024
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = "RL_TESTS_RAY_RESULTS"  # set in the child pytest: where it writes its results
 
 
 @dataclass
@@ -29,6 +41,9 @@ class RayCluster:
 @pytest.fixture(scope="session")
 def ray_cluster():
     ray = pytest.importorskip("ray", reason="Ray is not installed (bash setup.sh --ray)")
+    if CHILD not in os.environ:  # the test process: the child pytest runs these tests (pytest_pyfunc_call)
+        yield None
+        return
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
@@ -49,3 +64,54 @@ def ray_cluster():
         cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
         os.environ.pop("RAY_ADDRESS", None)
+
+
+def uses_cluster(item) -> bool:
+    return "ray_cluster" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """In the test process, a cluster test's body is not run here: its result comes from the child pytest, which the
+    first such test starts for all the session's cluster tests."""
+    if CHILD in os.environ or not uses_cluster(pyfuncitem):
+        return None
+    session = pyfuncitem.session
+    if not hasattr(session, "ray_child_results"):
+        session.ray_child_results = run_child([i.nodeid for i in session.items if uses_cluster(i)])
+    results, note = session.ray_child_results
+    outcome, text = results.get(pyfuncitem.nodeid, ("failed", f"the child pytest did not report this test; {note}"))
+    if outcome == "skipped":
+        pytest.skip(text)
+    if outcome != "passed":
+        pytest.fail(f"(in the child pytest)\n{text}", pytrace=False)
+    return True
+
+
+def run_child(nodeids: list[str]) -> tuple[dict, str]:
+    """Run `nodeids` in a child pytest; ({nodeid: (outcome, text)}, how the child ended)."""
+    with tempfile.TemporaryDirectory(prefix="rlraytests") as folder:
+        path = Path(folder) / "results.json"
+        res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *nodeids], cwd=ROOT,
+                             env={**os.environ, CHILD: str(path)}, capture_output=True, text=True, timeout=3600)
+        results = json.loads(path.read_text()) if path.is_file() else {}
+    note = f"it exited with status {res.returncode}: {(res.stdout + res.stderr)[-3000:]}"
+    if res.returncode not in (0, 1):  # tests failed is 1; anything else, a crash at exit included, is said
+        print(f"\nwarning: the child pytest of the Ray cluster tests {note}", file=sys.stderr)
+    return {k: tuple(v) for k, v in results.items()}, note
+
+
+def pytest_runtest_logreport(report):
+    """In the child: each test's outcome (a failure in setup or teardown counts) with its report's text."""
+    path = os.environ.get(CHILD)
+    if not path or (report.when != "call" and report.passed):
+        return
+    results = json.loads(Path(path).read_text()) if Path(path).is_file() else {}
+    if report.skipped:
+        text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        text = text.removeprefix("Skipped: ")
+    else:
+        text = report.longreprtext
+    if report.when == "call" or not report.passed and results.get(report.nodeid, ("passed",))[0] == "passed":
+        results[report.nodeid] = (report.outcome, text)
+    Path(path).write_text(json.dumps(results))
