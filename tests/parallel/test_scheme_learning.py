@@ -6,8 +6,9 @@ Measured on this 2-core machine (best evaluation, 10 episodes):
 - impala_cartpole, 60k steps: with evaluations every 20k steps, seed 7 peaked at 186.7 here and seed 0 at 188.6 on
   CI's machine (its policy still swings: no entropy bonus, no decay); evaluated every 10k steps, seeds 0-7 peak at
   500 x8 on both cores and 496-500 on one core (`taskset -c 0`). Threshold 400.
-- apex_dqn_cartpole (dqn_cartpole + prioritized + 3-step, 2 workers), seeds 0-4 over 50k steps: 500 at 20k, 20k,
-  20k, 10k and 30k steps; here 30k steps, threshold 300.
+- apex_dqn_cartpole (dqn_cartpole + prioritized + 3-step, 2 workers with Ape-X's fixed epsilons 0.4 and 0.4^8), seeds
+  0-4: 500 at 10k, 10k, 10k, 30k and 20k steps (with the learner's schedule instead, over 50k steps: 20k, 20k, 20k,
+  10k and 30k); here 30k steps, threshold 300.
 """
 
 import json
