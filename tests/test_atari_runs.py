@@ -60,10 +60,10 @@ def test_dqn_atari_resumes_with_its_frame_memory(tmp_path, train_cli):
     state = torch.load(out / "checkpoints" / f"ckpt_{300:012d}.pt", weights_only=True)
     assert state["agent"]["memory"]["size"] == 300
     grad_steps = state["agent"]["counters"]["grad_steps"]
-    res = train_cli(*args, "--train_steps", "600")
+    res = train_cli(*args, "--train_steps", "400")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "resuming from step 300" in res.stdout
-    assert json.loads((out / "eval.json").read_text())["env_steps"] == 600
-    state = torch.load(out / "checkpoints" / f"ckpt_{600:012d}.pt", weights_only=True)
-    assert state["agent"]["memory"]["size"] == 600
-    assert state["agent"]["counters"]["grad_steps"] == grad_steps + 300 // 4  # one every 4 steps, resumed
+    assert json.loads((out / "eval.json").read_text())["env_steps"] == 400
+    state = torch.load(out / "checkpoints" / f"ckpt_{400:012d}.pt", weights_only=True)
+    assert state["agent"]["memory"]["size"] == 400  # the 300 frames restored and 100 new (without them: 100)
+    assert state["agent"]["counters"]["grad_steps"] == grad_steps + 100 // 4  # one every 4 steps, resumed
