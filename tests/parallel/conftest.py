@@ -10,7 +10,8 @@ The tests that use the cluster run in one child pytest, never in the test proces
 to a Ray cluster (ray.init, or cluster_utils' own GCS client) keeps Ray's C++ threads (gcs_client_io_service, gRPC's
 pollers and timers) running after ray.shutdown() and cluster.shutdown() until it exits, and such threads racing the
 interpreter's teardown are a known cause of a SIGSEGV at exit. The child gets the selected tests' ids, reports each
-result to a JSON file, and the test process reports them as its own; a test's time shows on the first such test.
+result to a JSON file, and the test process reports them as its own, with the child's time of each (the first such
+test waits for the whole child).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 OBJECT_STORE = 200 * 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = "RL_TESTS_RAY_RESULTS"  # set in the child pytest: where it writes its results
+RESULTS = pytest.StashKey[tuple]()  # in the test process: what run_child returned
 
 
 @dataclass
@@ -76,11 +78,12 @@ def pytest_pyfunc_call(pyfuncitem):
     first such test starts for all the session's cluster tests."""
     if CHILD in os.environ or not uses_cluster(pyfuncitem):
         return None
-    session = pyfuncitem.session
-    if not hasattr(session, "ray_child_results"):
-        session.ray_child_results = run_child([i.nodeid for i in session.items if uses_cluster(i)])
-    results, note = session.ray_child_results
-    outcome, text = results.get(pyfuncitem.nodeid, ("failed", f"the child pytest did not report this test; {note}"))
+    stash = pyfuncitem.config.stash
+    if RESULTS not in stash:
+        stash[RESULTS] = run_child([i.nodeid for i in pyfuncitem.session.items if uses_cluster(i)])
+    results, status, output = stash[RESULTS]
+    missing = ("failed", f"the child pytest (exit status {status}) did not report this test:\n{output}", 0.0)
+    outcome, text, _ = results.get(pyfuncitem.nodeid, missing)
     if outcome == "skipped":
         pytest.skip(text)
     if outcome != "passed":
@@ -88,17 +91,32 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
-def run_child(nodeids: list[str]) -> tuple[dict, str]:
-    """Run `nodeids` in a child pytest; ({nodeid: (outcome, text)}, how the child ended)."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A cluster test's call takes the time it took in the child (what --durations shows)."""
+    report = yield
+    results = item.config.stash.get(RESULTS, ({},))[0]
+    if report.when == "call" and item.nodeid in results:
+        report.duration = results[item.nodeid][2]
+    return report
+
+
+def run_child(nodeids: list[str]) -> tuple[dict, int, str]:
+    """Run `nodeids` in a child pytest: {nodeid: (outcome, text, seconds)}, its exit status, its output's end."""
     with tempfile.TemporaryDirectory(prefix="rlraytests") as folder:
         path = Path(folder) / "results.json"
         res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *nodeids], cwd=ROOT,
                              env={**os.environ, CHILD: str(path)}, capture_output=True, text=True, timeout=3600)
         results = json.loads(path.read_text()) if path.is_file() else {}
-    note = f"it exited with status {res.returncode}: {(res.stdout + res.stderr)[-3000:]}"
-    if res.returncode not in (0, 1):  # tests failed is 1; anything else, a crash at exit included, is said
-        print(f"\nwarning: the child pytest of the Ray cluster tests {note}", file=sys.stderr)
-    return {k: tuple(v) for k, v in results.items()}, note
+    return {k: tuple(v) for k, v in results.items()}, res.returncode, (res.stdout + res.stderr)[-3000:]
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """A child that ended otherwise than pytest does (0, or 1: tests failed), a crash at exit included, is said."""
+    child = config.stash.get(RESULTS, None)
+    if child and child[1] not in (0, 1):
+        terminalreporter.write_line(f"warning: the child pytest of the Ray cluster tests exited with status {child[1]} "
+                                    f"after reporting {len(child[0])} tests:\n{child[2]}", yellow=True)
 
 
 def pytest_runtest_logreport(report):
@@ -113,5 +131,5 @@ def pytest_runtest_logreport(report):
     else:
         text = report.longreprtext
     if report.when == "call" or not report.passed and results.get(report.nodeid, ("passed",))[0] == "passed":
-        results[report.nodeid] = (report.outcome, text)
+        results[report.nodeid] = (report.outcome, text, report.duration)
     Path(path).write_text(json.dumps(results))

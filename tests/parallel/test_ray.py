@@ -401,12 +401,6 @@ def test_a_ray_rank_that_fails_or_cannot_be_placed_ends_the_run_in_one_line_not_
 
 
 # ---------------------------------------------------------------------------------------------------- end to end
-def train_py_knows_ray() -> bool:
-    out = subprocess.run([sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
-    return "--ray_address" in out.stdout
-
-
 RAY_RUNS = {  # name: (set, num_workers, steps, overrides): 2 collection workers for an on-policy, a replay and an
     # Atari set; DPPO's second rank as a Ray actor in a torch.distributed group with this process (the cluster's
     # 3 CPUs hold one rank actor, or 2 workers, at a time)
@@ -423,8 +417,6 @@ RAY_RUNS = {  # name: (set, num_workers, steps, overrides): 2 collection workers
 @pytest.mark.ray
 @pytest.mark.parametrize("name", RAY_RUNS)
 def test_train_py_with_ray_address_runs_on_the_cluster(ray_cluster, tmp_path, name):
-    if not train_py_knows_ray():
-        pytest.skip("train.py has no --ray_address yet")
     out = tmp_path / "run"
     hparams_set, workers, steps, extra = RAY_RUNS[name]
     proc = subprocess.run([sys.executable, "train.py", "--hparams", hparams_set, "--num_workers", str(workers),
@@ -439,8 +431,6 @@ def test_train_py_with_ray_address_runs_on_the_cluster(ray_cluster, tmp_path, na
 
 @pytest.mark.ray
 def test_ctrl_c_on_ray_saves_exits_130_and_leaves_no_actor(ray_cluster, tmp_path):
-    if not train_py_knows_ray():
-        pytest.skip("train.py has no --ray_address yet")
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "train.py", "--hparams", "ppo_cartpole", "--num_workers", "2",
                              "--ray_address", ray_cluster.address, "--train_steps", "10000000", "--output_dir",
@@ -477,8 +467,6 @@ def test_ctrl_c_on_ray_saves_exits_130_and_leaves_no_actor(ray_cluster, tmp_path
 @pytest.mark.ray
 def test_train_py_with_an_unreachable_ray_address_says_so_in_one_line(tmp_path):
     pytest.importorskip("ray", reason="Ray is not installed (bash setup.sh --ray)")
-    if not train_py_knows_ray():
-        pytest.skip("train.py has no --ray_address yet")
     import socket
 
     with socket.socket() as s:
