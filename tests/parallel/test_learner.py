@@ -6,68 +6,15 @@ shipped last, stale data kept past max_policy_lag."""
 
 from __future__ import annotations
 
-from collections import deque
-
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-import hparams  # noqa: F401 - registers the sets
 from rl.agents.base import Agent
-from rl.envs.episode_stats import EpisodeStats
-from rl.parallel.buffers import Rows
-from rl.parallel.learner import Learner, learner_hparams
-from rl.parallel.roles import make_worker
 from rl.parallel.spec import Shipment
 from rl.registry import agents
 from rl.registry import hparams as sets
-
-OBS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
-ACTIONS = gym.spaces.Discrete(2)
-EPISODES = {"returns": [], "lengths": [], "scores": [], "game_lengths": []}
-
-
-class ScriptedTransport:
-    """Hands the learner the shipments a test queued; records what the learner published and released."""
-
-    def __init__(self):
-        self.queue: deque = deque()
-        self.lost: list[int] = []
-        self.published: list[tuple[dict, int]] = []
-        self.released: list[Shipment] = []
-        self.restarts = 0
-
-    def start(self, specs, make_worker, make_buffer, acting_state, version, sync):
-        self.specs, self.make_buffer = specs, make_buffer
-        self.published.append((acting_state, version))
-
-    def publish(self, acting_state, version):
-        self.published.append((acting_state, version))
-
-    def receive(self, timeout=0.5):
-        return self.queue.popleft() if self.queue else None
-
-    def take_lost(self):
-        lost, self.lost = self.lost, []
-        return lost
-
-    def release(self, shipment):
-        self.released.append(shipment)
-
-    def close(self):
-        pass
-
-
-def make_learner(name: str, overrides: str):
-    hp = sets[name]()
-    hp.parse(overrides)
-    lhp = learner_hparams(hp)
-    torch.manual_seed(0)
-    agent = agents[hp.agent](lhp, OBS, ACTIONS, lhp.num_envs, seed=0)
-    transport = ScriptedTransport()
-    learner = Learner(hp, (OBS, ACTIONS), agent, EpisodeStats(1), seed=0, make_worker=make_worker, transport=transport)
-    return learner, agent, transport
+from tests.parallel.scripted import ACTIONS, EPISODES, OBS, make_learner, rows_shipment
 
 
 def rollout_shipment(learner, transport, worker: int, version: int, statistics=None) -> Shipment:
@@ -107,15 +54,6 @@ def test_max_policy_lag_drops_older_data_and_keeps_newer():
     assert learner.clock["scheme/dropped"] == 1
     assert agent.memory.columns_written == 2  # only worker 1's columns went in
     assert len(transport.released) == 2  # the dropped shipment's buffer is given back too
-
-
-def rows_shipment(worker: int, steps: int, n: int, reward: float) -> Shipment:
-    rows = Rows(steps, n, OBS, ACTIONS)
-    for t in range(steps):
-        obs = np.full((n, 4), worker * 100 + t, np.float32)
-        rows.add(t, np.ones(n, bool), obs, np.zeros(n, np.int64), np.full(n, reward, np.float32), obs + 1,
-                 np.zeros(n, bool), np.zeros(n, bool))
-    return Shipment("rows", worker, 0, steps * n, EPISODES, {}, data=rows)
 
 
 def stored_rewards(memory) -> np.ndarray:
