@@ -41,11 +41,11 @@ if algo == "sac":  # rl-baselines3-zoo hyperparams/sac.yml, pybullet-defaults
     model = SAC("MlpPolicy", env, learning_rate=7.3e-4, buffer_size=300_000, batch_size=256, ent_coef="auto",
                 gamma=0.98, tau=0.02, train_freq=8, gradient_steps=8, learning_starts=starts, use_sde=True,
                 policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]), seed=seed, device="cpu")
-else:  # rl-baselines3-zoo hyperparams/td3.yml, HalfCheetahBulletEnv-v0
+else:  # the zoo's scored TD3 agent (rl-trained-agents td3/HalfCheetahBulletEnv-v0_1/config.yml)
     noise = NormalActionNoise(np.zeros(6), 0.1 * np.ones(6))
-    model = TD3("MlpPolicy", env, learning_rate=1e-3, buffer_size=200_000, gamma=0.98, learning_starts=starts,
-                action_noise=noise, train_freq=1, gradient_steps=1, policy_kwargs=dict(net_arch=[400, 300]),
-                seed=seed, device="cpu")
+    model = TD3("MlpPolicy", env, learning_rate=1e-3, buffer_size=200_000, batch_size=100, gamma=0.98,
+                learning_starts=starts, action_noise=noise, train_freq=(1, "episode"), gradient_steps=-1,
+                policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device="cpu")
 start = time.perf_counter()
 model.learn(steps)
 print(json.dumps({"train_s": time.perf_counter() - start}))
