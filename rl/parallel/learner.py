@@ -98,7 +98,7 @@ def learner_hparams(hp, inner: bool = False):
     return learner
 
 
-def worker_hparams(hp, rank: int = 0, count: int = 1):
+def worker_hparams(hp, rank: int, count: int):
     """Worker `rank` of `count`'s settings: its own envs, the CPU, one thread (the cores are shared out between
     processes); with `worker_epsilon` (Ape-X) its own fixed epsilon."""
     w = hp.copy()

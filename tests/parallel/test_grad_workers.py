@@ -54,8 +54,8 @@ def one_update(agent, columns: slice, data: dict | None = None) -> torch.Tensor:
     src = RolloutMemory(T, n, (4,), np.float32)
     for name, value in data.items():
         getattr(src, name)[:] = value[:, columns]
-    agent.memory.write_columns(0, src)
-    assert agent.memory.full
+    # every agent counts the union's env steps (a rank counts its peers'), so their schedules agree
+    assert agent.take_rollout(src, lag=0, steps=T * N)  # the rollout is complete
     agent.update()
     return agent.optimizer.param.detach().clone()
 

@@ -23,13 +23,13 @@ gym.register("NextStepCartPole-v1", entry_point="gymnasium.envs.classic_control.
 def worker_for(name: str, role: str, overrides: str = ""):
     hp = sets[name]()
     hp.parse(overrides)
-    spec = WorkerSpec(role, worker_hparams(hp), rank=0, seed=3)
+    spec = WorkerSpec(role, worker_hparams(hp, rank=0, count=1), rank=0, seed=3)
     spec = pickle.loads(pickle.dumps(spec))  # a spec crosses any transport
     worker = make_worker(spec)
     space = worker.env.single_observation_space, worker.env.single_action_space
-    grad = worker.agent.optimizers()["optimizer"].grad.numel() if role == "gradients" else 0
-    hidden = getattr(getattr(worker.agent, "model", None), "hidden_shape", None)
-    return worker, make_buffer(role, spec.hp, *space, hidden, grad)
+    grad = worker.agent.gradient_size() if role == "gradients" else 0
+    hidden, behaviour = worker.agent.rollout_layout() if role == "rollouts" else (None, None)
+    return worker, make_buffer(role, spec.hp, *space, hidden, grad, behaviour)
 
 
 def test_rows_of_steps_skipped_by_next_step_autoreset_are_not_shipped():
