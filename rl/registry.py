@@ -56,6 +56,11 @@ class Registry:
             return add(name)
         return lambda obj: add(obj, name)
 
+    def unregister(self, name: str) -> None:
+        """Remove `name` (a test's temporary entry); an unknown name is a RegistryError."""
+        self[name]  # a miss raises, naming the closest names
+        del self._items[name]
+
     def __getitem__(self, name: str):
         try:
             return self._items[name]

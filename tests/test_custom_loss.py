@@ -91,7 +91,7 @@ def variants():
         grad_comp.register(name)(fn)
     yield
     for name in names:
-        grad_comp._items.pop(name)
+        grad_comp.unregister(name)
 
 
 def test_the_loss_returned_is_the_gradient_trained(variants):

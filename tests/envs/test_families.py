@@ -31,7 +31,7 @@ def toy_family():
 
     envs.register("toy")(ToyFamily)
     yield ToyFamily
-    del envs._items["toy"]  # the registry has no unregister: tests only
+    envs.unregister("toy")
 
 
 def test_an_atari_id_selects_the_atari_family_whatever_the_set():
@@ -90,4 +90,4 @@ def test_an_id_claimed_by_two_families_needs_env_type(toy_family):
         resolve_env(hp)
         assert hp.env_type == "toy"
     finally:
-        del envs._items["greedy"]
+        envs.unregister("greedy")

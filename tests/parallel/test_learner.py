@@ -202,7 +202,7 @@ def registered():
         agents.register(name)(cls)
     yield
     for name in names:
-        del agents._items[name]  # the registry has no unregister: tests only
+        agents.unregister(name)
 
 
 def test_an_agent_with_a_memory_of_its_own_shape_takes_rows_through_its_interface(registered):
