@@ -11,7 +11,8 @@ to a Ray cluster (ray.init, or cluster_utils' own GCS client) keeps Ray's C++ th
 pollers and timers) running after ray.shutdown() and cluster.shutdown() until it exits, and such threads racing the
 interpreter's teardown are a known cause of a SIGSEGV at exit. The child gets the selected tests' ids, reports each
 result to a JSON file, and the test process reports them as its own, with the child's time of each (the first such
-test waits for the whole child).
+test waits for the whole child). A child that crashes (killed by a signal, even after reporting every test) fails the
+session; one that gives no results (timed out, results unreadable) fails every cluster test at once, with the reason.
 """
 
 from __future__ import annotations
@@ -80,9 +81,13 @@ def pytest_pyfunc_call(pyfuncitem):
         return None
     stash = pyfuncitem.config.stash
     if RESULTS not in stash:
-        stash[RESULTS] = run_child([i.nodeid for i in pyfuncitem.session.items if uses_cluster(i)])
+        try:
+            stash[RESULTS] = run_child([i.nodeid for i in pyfuncitem.session.items if uses_cluster(i)])
+        except Exception as e:  # timed out, or corrupt results: the other cluster tests fail at once, not run it again
+            stash[RESULTS] = ({}, None, f"{type(e).__name__}: {e}")
     results, status, output = stash[RESULTS]
-    missing = ("failed", f"the child pytest (exit status {status}) did not report this test:\n{output}", 0.0)
+    why = "gave no results" if status is None else f"(exit status {status}) did not report this test"
+    missing = ("failed", f"the child pytest {why}:\n{output}", 0.0)
     outcome, text, _ = results.get(pyfuncitem.nodeid, missing)
     if outcome == "skipped":
         pytest.skip(text)
@@ -111,12 +116,25 @@ def run_child(nodeids: list[str]) -> tuple[dict, int, str]:
     return {k: tuple(v) for k, v in results.items()}, res.returncode, (res.stdout + res.stderr)[-3000:]
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    """A child that ended otherwise than pytest does (0, or 1: tests failed), a crash at exit included, is said."""
+def crashed(config) -> int | None:
+    """The exit status of a child pytest that ended otherwise than pytest does (0, or 1: tests failed), e.g. killed
+    by a signal (negative) after reporting every test; None when it ended as pytest does, or never ran."""
     child = config.stash.get(RESULTS, None)
-    if child and child[1] not in (0, 1):
-        terminalreporter.write_line(f"warning: the child pytest of the Ray cluster tests exited with status {child[1]} "
-                                    f"after reporting {len(child[0])} tests:\n{child[2]}", yellow=True)
+    return child[1] if child and child[1] not in (None, 0, 1) else None
+
+
+def pytest_sessionfinish(session):
+    """A crashed child fails the session, even when every test it reported passed."""
+    if crashed(session.config) is not None and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Why the session failed when the child crashed (a crash at exit included), with the end of its output."""
+    if (status := crashed(config)) is not None:
+        child = config.stash[RESULTS]
+        terminalreporter.write_line(f"FAILED: the child pytest of the Ray cluster tests exited with status {status} "
+                                    f"after reporting {len(child[0])} tests:\n{child[2]}", red=True)
 
 
 def pytest_runtest_logreport(report):
