@@ -24,7 +24,11 @@ Experience made elsewhere (the Scheme's learner, rl/parallel/learner.py, only di
     close_rows(rows)              those env rows' next transitions continue no episode (a lost worker, a dropped
                                   shipment)
     count_env_steps(n)            env steps this agent did not observe (a rows worker's, a gradient group's peers')
-and, on a collection worker's agent, rollout_ready() / ship_rollout(buffer) / rollout_layout().
+    rollout_layout()              on the learner's agent: what a worker's rollout buffer must hold to fit its rollout
+    rollout_ready() / ship_rollout(buffer)
+                                  on a collection or gradient worker's agent (rl/parallel/roles.py): its rollout is
+                                  full / copied into the buffer shipped
+take_rollout and these three are on-policy agents' (rl/agents/on_policy.py); other agents raise ConfigError.
 `updates` counts the learner's updates (a rollout's epochs, a replay training phase, an applied gradient): the unit
 of the policy version and of the policy lag.
 """
@@ -222,6 +226,19 @@ class Agent(abc.ABC):
         """A collection worker's rollout (its env columns, `steps` env steps, acted by weights `lag` updates old)
         goes in beside the columns already taken; True once a batch is ready for `update()`."""
         raise ConfigError(f"agent {self.hp.agent!r} does not learn from collection workers' rollouts")
+
+    def rollout_ready(self) -> bool:
+        """A worker's agent: its rollout is full, to be shipped (on-policy agents)."""
+        raise ConfigError(f"agent {self.hp.agent!r} has no rollout for a worker to ship")
+
+    def ship_rollout(self, buffer) -> None:
+        """A worker's agent: its full rollout copied into `buffer`, and a new one begun (on-policy agents)."""
+        raise ConfigError(f"agent {self.hp.agent!r} has no rollout for a worker to ship")
+
+    def rollout_layout(self) -> tuple[tuple | None, dict[str, int]]:
+        """The learner's agent: the recurrent state's shape and the behaviour vectors a worker's rollout buffer must
+        hold (on-policy agents)."""
+        raise ConfigError(f"agent {self.hp.agent!r} has no rollout layout for collection workers' rollouts")
 
     def take_rows(self, transitions) -> dict:
         """A collection worker's replay rows: (transition, env rows) pairs, one per vector step, each observed into
