@@ -10,9 +10,12 @@
   actors (many machines), `faults.py` the restart bookkeeping both share.
 - `collective.py`: `num_grad_workers` M > 1 with grad_communication=sync (DPPO, RAPID): M processes average their
   gradients with a torch.distributed all-reduce (forked here, Ray actors, or started by torchrun or PyTorchJob).
-- `processes.py`: what every process started here does first (die with its parent, one thread, its seeds).
+- `processes.py`: what a process started here does first: workers (forked or Ray actors) take one thread and their
+  seeds (`settle_worker`); forked workers and forked gradient ranks die with their parent (`die_with_parent`); a
+  gradient rank's threads and seeds are its run's (rl/trainer.py's `follow`).
 
 The import order is spec, buffers, processes, transports < learner < roles (an async RAPID gradient worker embeds a
-learner, so the learner and transports take `roles.make_worker` from their caller). Nothing here is imported by a
-single-process run (`--num_workers 0`).
+learner, so the learner and transports take `roles.make_worker` from their caller), and processes, transports <
+collective (imported by rl/run.py and rl/trainer.py only). Nothing here is imported by a single-process run
+(`--num_workers 0`).
 """

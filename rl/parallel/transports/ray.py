@@ -105,7 +105,8 @@ def _check_reachable(address: str) -> None:
 
 
 class WorkerActor:
-    """One worker inside a Ray actor: built from its spec, filling its own buffer at every call."""
+    """One worker inside a Ray actor: built from its spec, filling its own buffer at every call. It settles as a
+    forked worker does (one thread, its seeds: rl/parallel/processes.py) but never dies with a parent: Ray ends it."""
 
     def __init__(self, spec, make_worker, make_buffer):
         from rl.parallel.processes import settle_worker
@@ -479,7 +480,8 @@ class RayTransport(FaultBook):
 
 # ---------------------------------------------------------------------------------------------------- gradient ranks
 class RankActor:
-    """A synchronous gradient worker of rank > 0 inside a Ray actor: runs `follow(rank, address)` (rl/run.py), which
+    """A synchronous gradient worker of rank > 0 inside a Ray actor: runs `follow(rank, address)` (rl/trainer.py's,
+    bound to the run's settings by rl/run.py; it sets the rank's threads and seeds: no settle_worker here), which
     joins rank 0's torch.distributed group at `address` and trains until the group agrees to stop."""
 
     def run(self, follow, rank: int, address: str) -> int:
