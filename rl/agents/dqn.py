@@ -49,6 +49,9 @@ class DQN(Agent):
         self.warmup_rng = np.random.default_rng(seed + 2)  # uniform actions before learning_starts, as SB3 takes
         self._last_train = 0  # env step at which the last training phase ran
         self._last_target = 0  # env step at which the target was last updated
+        # Ape-X with `worker_epsilon`: each collection worker acts with a fixed epsilon of its own (worker_hparams)
+        # and this learner's schedule acts nowhere, so no charts/epsilon is logged (no worker follows that schedule)
+        self.logs_epsilon = not (hp.num_workers > 0 and "worker_epsilon" in hp and hp.worker_epsilon > 0)
 
     def networks(self) -> dict:
         return {"q": self.q, "target": self.target}
@@ -112,7 +115,8 @@ class DQN(Agent):
                 self.memory.update_priorities(batch.indices, info["td_error"])
         self.updates += 1
         info.pop("td_error")
-        info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
+        if self.logs_epsilon:
+            info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
         return info
 
     def _phase(self, batch_size: int, steps: int):
