@@ -241,3 +241,15 @@ def test_an_on_policy_agent_with_a_memory_of_its_own_shape_takes_rollouts_throug
     learner.step()
     assert agent.learned == [[(1, 16), (0, 16)]]  # both rollouts, with their policy lags and steps
     assert agent.env_steps == 32 and transport.published[-1][1] == 3
+
+
+def test_an_agent_without_rollouts_says_so_when_asked_for_one():
+    """Bug caught: the rollout interface missing from Agent, so a replay agent handed rollouts fails with an
+    AttributeError instead of one line naming the agent."""
+    from rl.errors import ConfigError
+
+    hp = sets["dqn_cartpole"]()
+    agent = agents[hp.agent](hp, OBS, ACTIONS, 1, seed=0)
+    for call in (agent.rollout_layout, agent.rollout_ready, lambda: agent.ship_rollout(None)):
+        with pytest.raises(ConfigError, match="'dqn'"):
+            call()
