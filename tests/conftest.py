@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,9 +52,19 @@ def filled_rollout():
 
 
 def pytest_collection_modifyitems(config, items):
-    """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow."""
+    """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow. Under
+    pytest-xdist (`-n 2 --dist loadgroup`, the README's command) the tests on the Ray cluster are one group, run by one
+    worker in one child pytest (tests/parallel/conftest.py), and so are the container tests (one docker image)."""
     for item in items:
-        if item.get_closest_marker("learning") or item.get_closest_marker("container") or \
-                "ray_cluster" in getattr(item, "fixturenames", ()):
+        cluster, container = "ray_cluster" in getattr(item, "fixturenames", ()), item.get_closest_marker("container")
+        if item.get_closest_marker("learning") or container or cluster:
             item.add_marker(pytest.mark.slow)
+        if cluster or container:
+            item.add_marker(pytest.mark.xdist_group("ray_cluster" if cluster else "container"))
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one torch thread each, as train.py runs
+    import torch
+
+    torch.set_num_threads(1)
 

@@ -11,8 +11,10 @@ to a Ray cluster (ray.init, or cluster_utils' own GCS client) keeps Ray's C++ th
 pollers and timers) running after ray.shutdown() and cluster.shutdown() until it exits, and such threads racing the
 interpreter's teardown are a known cause of a SIGSEGV at exit. The child gets the selected tests' ids, reports each
 result to a JSON file, and the test process reports them as its own, with the child's time of each (the first such
-test waits for the whole child). A child that crashes (killed by a signal, even after reporting every test) fails the
-session; one that gives no results (timed out, results unreadable) fails every cluster test at once, with the reason.
+test waits for the whole child). A child that crashes (killed by a signal, even after reporting every test) fails
+every cluster test, and one that gives no results (timed out, results unreadable) fails them at once, with the
+reason: failed tests, not a session status, so that pytest-xdist's workers (`-n 2`) report it too. Under xdist the
+cluster tests form one group (tests/conftest.py), so one worker runs the child while the other runs the rest.
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ def pytest_pyfunc_call(pyfuncitem):
     why = "gave no results" if status is None else f"(exit status {status}) did not report this test"
     missing = ("failed", f"the child pytest {why}:\n{output}", 0.0)
     outcome, text, _ = results.get(pyfuncitem.nodeid, missing)
+    if status not in (None, 0, 1):  # killed (a signal at exit included): none of its results can be trusted
+        pytest.fail(f"the child pytest of the Ray cluster tests ended with status {status} (it reported this test "
+                    f"{outcome}):\n{output}", pytrace=False)
     if outcome == "skipped":
         pytest.skip(text)
     if outcome != "passed":
@@ -110,31 +115,11 @@ def run_child(nodeids: list[str]) -> tuple[dict, int, str]:
     """Run `nodeids` in a child pytest: {nodeid: (outcome, text, seconds)}, its exit status, its output's end."""
     with tempfile.TemporaryDirectory(prefix="rlraytests") as folder:
         path = Path(folder) / "results.json"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}  # one process, not a worker
         res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *nodeids], cwd=ROOT,
-                             env={**os.environ, CHILD: str(path)}, capture_output=True, text=True, timeout=3600)
+                             env={**env, CHILD: str(path)}, capture_output=True, text=True, timeout=3600)
         results = json.loads(path.read_text()) if path.is_file() else {}
     return {k: tuple(v) for k, v in results.items()}, res.returncode, (res.stdout + res.stderr)[-3000:]
-
-
-def crashed(config) -> int | None:
-    """The exit status of a child pytest that ended otherwise than pytest does (0, or 1: tests failed), e.g. killed
-    by a signal (negative) after reporting every test; None when it ended as pytest does, or never ran."""
-    child = config.stash.get(RESULTS, None)
-    return child[1] if child and child[1] not in (None, 0, 1) else None
-
-
-def pytest_sessionfinish(session):
-    """A crashed child fails the session, even when every test it reported passed."""
-    if crashed(session.config) is not None and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    """Why the session failed when the child crashed (a crash at exit included), with the end of its output."""
-    if (status := crashed(config)) is not None:
-        child = config.stash[RESULTS]
-        terminalreporter.write_line(f"FAILED: the child pytest of the Ray cluster tests exited with status {status} "
-                                    f"after reporting {len(child[0])} tests:\n{child[2]}", red=True)
 
 
 def pytest_runtest_logreport(report):
