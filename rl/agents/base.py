@@ -65,6 +65,11 @@ class Agent(abc.ABC):
 
     # settings read afresh at every update, which `train.py --control` may change while the run goes on (rl/control.py)
     LIVE_SETTINGS: tuple[str, ...] = ()
+    # what the Scheme's collection workers ship to this agent (rl/parallel/learner.py): "rows", replay transitions
+    # through take_rows, or "rollouts", on-policy columns through take_rollout (with rollout_layout and the workers'
+    # rollout_ready/ship_rollout); and whether each rollout is learned from as it arrives instead of a batch of them
+    EXPERIENCE = "rows"
+    LEARNS_EACH_ROLLOUT = False
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         self.hp, self.obs_space, self.action_space = hp, obs_space, action_space

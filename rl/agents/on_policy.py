@@ -42,6 +42,7 @@ class OnPolicyAgent(Agent):
 
     # read at every update: the learning rate and clip range through `_schedule` (their decay multiplies the new value)
     LIVE_SETTINGS = ("lr", "clip_range", "ent_coef", "vf_coef", "max_grad_norm", "target_kl")
+    EXPERIENCE = "rollouts"
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)

@@ -44,10 +44,10 @@ def grad_mode(hp) -> bool:
 
 
 def is_on_policy_agent(hp) -> bool:
-    from rl.agents.on_policy import OnPolicyAgent
+    """The agent takes on-policy rollouts, not replay rows, from collection workers (its class says: EXPERIENCE)."""
     from rl.registry import agents
 
-    return issubclass(agents[hp.agent], OnPolicyAgent)
+    return agents[hp.agent].EXPERIENCE == "rollouts"
 
 
 def learner_envs(hp, on_policy: bool) -> int:
@@ -67,7 +67,7 @@ def learns_each_rollout(hp) -> bool:
     `batch_rollouts` columns."""
     from rl.registry import agents
 
-    return getattr(agents[hp.agent], "LEARNS_EACH_ROLLOUT", False)
+    return agents[hp.agent].LEARNS_EACH_ROLLOUT
 
 
 def check_settings(hp, on_policy: bool) -> None:

@@ -253,3 +253,21 @@ def test_an_agent_without_rollouts_says_so_when_asked_for_one():
     for call in (agent.rollout_layout, agent.rollout_ready, lambda: agent.ship_rollout(None)):
         with pytest.raises(ConfigError, match="'dqn'"):
             call()
+
+
+def test_the_workers_role_follows_what_the_agent_declares_it_takes(registered):
+    """Bug caught: the learner choosing rows or rollouts by the agent's base class (OnPolicyAgent) instead of its
+    declared EXPERIENCE, so an on-policy agent built on Agent itself would be sent replay rows."""
+    from rl.parallel.learner import worker_specs
+
+    class DeclaredRollouts(EpisodeListAgent):
+        EXPERIENCE = "rollouts"
+
+    agents.register("declared_rollouts_test")(DeclaredRollouts)
+    try:
+        roles = {name: {s.role for s in worker_specs(sets["apex_dqn_cartpole"]().parse(f"agent={name}"), 0, "shm")}
+                 for name in ("episode_list_test", "whole_rollouts_test", "declared_rollouts_test")}
+    finally:
+        agents.unregister("declared_rollouts_test")
+    assert roles == {"episode_list_test": {"rows"}, "whole_rollouts_test": {"rollouts"},
+                     "declared_rollouts_test": {"rollouts"}}
