@@ -16,10 +16,11 @@ import signal
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Linux kills this process when its parent dies, however it dies (SIGKILL included)."""
+def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
+    """Linux sends this process `signum` when its parent dies, however it dies (SIGKILL included); SIGTERM lets a
+    process that checkpoints on it save first (a --tune trial worker)."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
     except (OSError, AttributeError):  # not Linux: the parent-pid check at every beat still ends the worker
         pass
     if os.getppid() != parent_pid:  # the parent died before prctl took effect

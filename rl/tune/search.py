@@ -25,7 +25,6 @@ optimisation history and parameter importances in optuna/.
 from __future__ import annotations
 
 import copy
-import ctypes
 import fcntl
 import json
 import os
@@ -41,10 +40,10 @@ from optuna.trial import TrialState
 from rl.errors import ConfigError, first_line
 from rl.hparams import check_assembly, resolve_hparams, split_top_level
 from rl.logger import log_final_hparams
+from rl.parallel.processes import die_with_parent
 from rl.tune import study as studies
 from rl.tune.space import Param, format_value, override, parse_space
 
-PR_SET_PDEATHSIG = 1
 MIN_REPORTS = 3  # evaluations a pruner gets from each trial, at least, after its warm-up
 
 
@@ -277,12 +276,7 @@ def _worker(args, hp, params: list[Param], threads: int, parent: int) -> None:
     outright leaves it RUNNING: the next search, or in a shared study the next worker to ask, queues it again.)"""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:  # the search's death is a SIGTERM: the run checkpoints and ends
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(0)
+    die_with_parent(parent, signal.SIGTERM)  # the search's death is a SIGTERM: the run checkpoints and ends
     out = Path(args.output_dir)
     store, me = studies.storage(args.tune_storage, out), studies.worker_id()
     study = optuna.load_study(study_name=study_name(args), storage=store, pruner=make_pruner(args, hp))
