@@ -51,6 +51,7 @@ def filled_rollout():
     return fill_rollout
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups (adding "@group" to the ids)
 def pytest_collection_modifyitems(config, items):
     """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow. Under
     pytest-xdist (`-n 2 --dist loadgroup`, the README's command) the tests on the Ray cluster are one group, run by one
