@@ -47,7 +47,10 @@ def is_on_policy_agent(hp) -> bool:
     """The agent takes on-policy rollouts, not replay rows, from collection workers (its class says: EXPERIENCE)."""
     from rl.registry import agents
 
-    return agents[hp.agent].EXPERIENCE == "rollouts"
+    experience = agents[hp.agent].EXPERIENCE
+    if experience not in ("rows", "rollouts"):
+        raise ConfigError(f"agent {hp.agent!r} declares EXPERIENCE = {experience!r}: valid: 'rows', 'rollouts'")
+    return experience == "rollouts"
 
 
 def learner_envs(hp, on_policy: bool) -> int:
