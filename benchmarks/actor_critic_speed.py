@@ -1,11 +1,13 @@
 """SAC and TD3 on HalfCheetahBulletEnv-v0, agent steps/s: our `sac_halfcheetah_bullet` and `td3_halfcheetah_bullet`
-against Stable-Baselines3's SAC and TD3 with the same rl-baselines3-zoo settings (TimeFeatureWrapper; SAC with gSDE,
-log_std_init -3, 8 gradient steps every 8 env steps; TD3 with N(0, 0.1) action noise, one gradient step per env step;
-400x300 networks, batch 256), as whole processes taking turns, at the same torch thread count.
+against Stable-Baselines3's SAC and TD3 with the same settings (TimeFeatureWrapper and 400x300 networks both; SAC as
+rl-baselines3-zoo's sac.yml: gSDE, log_std_init -3, 8 gradient steps every 8 env steps, batch 256; TD3 as the zoo's
+scored agent: N(0, 0.1) action noise, one training phase per 1000-step episode of 1000 gradient steps, batch 100),
+as whole processes taking turns, at the same torch thread count and on the same device.
 
     .venv/bin/pip install stable-baselines3 sb3-contrib      # the peer, for benchmarks only
     .venv/bin/python benchmarks/actor_critic_speed.py --rounds 3 --threads 1 2
     .venv/bin/python benchmarks/actor_critic_speed.py --override matmul_precision=highest   # ours in fp32
+    python benchmarks/actor_critic_speed.py --device cuda --env HalfCheetah-v5 --threads 1  # a GPU, MuJoCo's cheetah
 
 Both start learning after `--learning_starts` env steps (1000 here; the sets wait 10000), so that most measured steps
 are training steps, as they are for 99% of a 1M-step run. Reported per set and thread count, over the rounds: the
@@ -30,31 +32,35 @@ SETS = {"sac": "sac_halfcheetah_bullet", "td3": "td3_halfcheetah_bullet"}
 SB3_SCRIPT = """
 import json, sys, time
 import gymnasium as gym, numpy as np, torch
-import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
 from sb3_contrib.common.wrappers import TimeFeatureWrapper
 from stable_baselines3 import SAC, TD3
 from stable_baselines3.common.noise import NormalActionNoise
 algo, seed, steps, starts, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+env_id, device = sys.argv[6], sys.argv[7]
+if "Bullet" in env_id:
+    import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
 torch.set_num_threads(threads)
-env = TimeFeatureWrapper(gym.make("HalfCheetahBulletEnv-v0"))
+env = TimeFeatureWrapper(gym.make(env_id))
+dims = env.action_space.shape[0]
 if algo == "sac":  # rl-baselines3-zoo hyperparams/sac.yml, pybullet-defaults
     model = SAC("MlpPolicy", env, learning_rate=7.3e-4, buffer_size=300_000, batch_size=256, ent_coef="auto",
                 gamma=0.98, tau=0.02, train_freq=8, gradient_steps=8, learning_starts=starts, use_sde=True,
-                policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]), seed=seed, device="cpu")
+                policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]), seed=seed, device=device)
 else:  # the zoo's scored TD3 agent (rl-trained-agents td3/HalfCheetahBulletEnv-v0_1/config.yml)
-    noise = NormalActionNoise(np.zeros(6), 0.1 * np.ones(6))
+    noise = NormalActionNoise(np.zeros(dims), 0.1 * np.ones(dims))
     model = TD3("MlpPolicy", env, learning_rate=1e-3, buffer_size=200_000, batch_size=100, gamma=0.98,
                 learning_starts=starts, action_noise=noise, train_freq=(1, "episode"), gradient_steps=-1,
-                policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device="cpu")
+                policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device=device)
 start = time.perf_counter()
 model.learn(steps)
 print(json.dumps({"train_s": time.perf_counter() - start}))
 """
 
 
-def ours(set_name: str, seed: int, steps: int, starts: int, threads: int, override: str, out: Path) -> dict:
+def ours(set_name: str, seed: int, steps: int, starts: int, threads: int, override: str, out: Path, env_id: str,
+         device: str) -> dict:
     values = ",".join(x for x in [f"learning_starts={starts}", "eval_interval=0", f"torch_threads={threads}",
-                                  override] if x)
+                                  f"env={env_id}", f"device={device}", override] if x)
     res = run_process([sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed",
                        str(seed), "--train_steps", str(steps), "--eval_episodes", "1", "--hparam_override", values])
     with (out / "progress.csv").open() as f:
@@ -62,8 +68,9 @@ def ours(set_name: str, seed: int, steps: int, starts: int, threads: int, overri
     return {"train_s": train_s, "wall_s": res["wall_s"]}
 
 
-def sb3(algo: str, seed: int, steps: int, starts: int, threads: int) -> dict:
-    res = run_process([sys.executable, "-c", SB3_SCRIPT, algo, str(seed), str(steps), str(starts), str(threads)])
+def sb3(algo: str, seed: int, steps: int, starts: int, threads: int, env_id: str, device: str) -> dict:
+    res = run_process([sys.executable, "-c", SB3_SCRIPT, algo, str(seed), str(steps), str(starts), str(threads), env_id,
+                       device])
     return {"train_s": last_json_line(res["stdout"])["train_s"], "wall_s": res["wall_s"]}
 
 
@@ -80,6 +87,10 @@ def main() -> None:
     p.add_argument("--learning_starts", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--override", default="", help="extra --hparam_override for ours, e.g. matmul_precision=highest")
+    p.add_argument("--env", default="HalfCheetahBulletEnv-v0",
+                   help="the env both sides run (another id keeps the sets' other settings, e.g. HalfCheetah-v5 where "
+                        "PyBullet cannot be installed)")
+    p.add_argument("--device", default="cpu", help="torch device of both sides (cuda: a GPU figure)")
     args = p.parse_args()
     results: dict[tuple, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,9 +102,11 @@ def main() -> None:
                     for impl in order:
                         if impl == "rl":
                             pair[impl] = ours(SETS[algo], args.seed, args.steps, args.learning_starts, threads,
-                                              args.override, Path(tmp) / f"{algo}_{threads}_{r}")
+                                              args.override, Path(tmp) / f"{algo}_{threads}_{r}", args.env,
+                                              args.device)
                         else:
-                            pair[impl] = sb3(algo, args.seed, args.steps, args.learning_starts, threads)
+                            pair[impl] = sb3(algo, args.seed, args.steps, args.learning_starts, threads, args.env,
+                                             args.device)
                     results.setdefault((algo, threads), []).append(pair)
                     print(f"round {r} {algo} threads {threads}: "
                           + ", ".join(f"{k} {args.steps / v['train_s']:.1f} steps/s" for k, v in pair.items()),
@@ -106,7 +119,7 @@ def main() -> None:
                      "rl steps/s": spread(rate["rl"]), "sb3 steps/s": spread(rate["sb3"]),
                      "ratio": spread([a / b for a, b in zip(rate["rl"], rate["sb3"])]),
                      "whole-process ratio": spread([a / b for a, b in zip(whole["rl"], whole["sb3"])])})
-    print(f"\nHalfCheetahBulletEnv-v0, {args.steps} env steps, learning from step {args.learning_starts}; "
+    print(f"\n{args.env} on {args.device}, {args.steps} env steps, learning from step {args.learning_starts}; "
           f"ours {args.override or 'as set'}; median [min-max] over rounds")
     print_table(rows, list(rows[0]))
     print(json.dumps(rows))
