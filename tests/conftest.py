@@ -51,17 +51,22 @@ def filled_rollout():
     return fill_rollout
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups (adding "@group" to the ids)
 def pytest_collection_modifyitems(config, items):
     """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow. Under
-    pytest-xdist (`-n 2 --dist loadgroup`, the README's command) the tests on the Ray cluster are one group, run by one
-    worker in one child pytest (tests/parallel/conftest.py), and so are the container tests (one docker image)."""
+    pytest-xdist (`-n 2 --dist loadfile`, the README's command) a file's tests run in one worker, so the tests on the Ray
+    cluster, which one child pytest runs (tests/parallel/conftest.py), must live in one file, and so must the container
+    tests (one docker image): a second file would start a second child or image build in the other worker."""
+    files = {"ray_cluster": set(), "container": set()}
     for item in items:
         cluster, container = "ray_cluster" in getattr(item, "fixturenames", ()), item.get_closest_marker("container")
         if item.get_closest_marker("learning") or container or cluster:
             item.add_marker(pytest.mark.slow)
         if cluster or container:
-            item.add_marker(pytest.mark.xdist_group("ray_cluster" if cluster else "container"))
+            files["ray_cluster" if cluster else "container"].add(item.nodeid.split("::")[0])
+    for kind, paths in files.items():
+        if len(paths) > 1:
+            raise pytest.UsageError(f"the {kind} tests must live in one file (one worker under -n 2 --dist loadfile), "
+                                    f"found them in {', '.join(sorted(paths))}")
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one torch thread each, as train.py runs

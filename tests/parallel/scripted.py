@@ -1,8 +1,11 @@
 """A learner of the Scheme fed by a test: a transport that hands over the shipments a test queued, and the shipments
-an Ape-X rows worker would make (tests/parallel/test_learner.py and test_scheme_bugs.py)."""
+an Ape-X rows worker would make (tests/parallel/test_learner.py and test_scheme_bugs.py); and the checks of a
+transport's shipments and publishes that the shared-memory and Ray transports share (test_scheme_bugs.py,
+test_ray.py)."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import gymnasium as gym
@@ -76,3 +79,55 @@ def rows_shipment(worker: int, steps: int, n: int, reward: float, version: int =
         rows.add(t, np.ones(n, bool), obs, np.zeros(n, np.int64), np.full(n, reward, np.float32), obs + 1,
                  np.zeros(n, bool), np.zeros(n, bool))
     return Shipment("rows", worker, version, steps * n, EPISODES, {}, data=rows)
+
+
+def marked_state(agent, mark: float) -> dict:
+    """The agent's acting state with a value head that says `mark` whatever it sees: the values a worker ships
+    tell which weights acted."""
+    state = dict(agent.acting_state())
+    state["net.model.v_head.weight"] = torch.zeros_like(state["net.model.v_head.weight"])
+    state["net.model.v_head.bias"] = torch.full_like(state["net.model.v_head.bias"], mark)
+    return state
+
+
+def next_shipment(transport, deadline: float):
+    while True:
+        shipment = transport.receive(timeout=0.5)
+        if shipment is not None:
+            return shipment
+        assert time.monotonic() < deadline, "no shipment: the worker is stuck"  # only keeps a broken run from hanging
+
+
+def check_every_publish_reaches_the_worker(transport, agent, spec, make_buffer) -> None:
+    """Publish versions 1, 2, 3 with weights of their own: within a few shipments each, the worker ships one acted
+    by that version, and its data was acted by that version's weights (a worker may finish what it started with the
+    weights it held: two slots or calls in flight)."""
+    deadline = time.monotonic() + 120
+    transport.start([spec], make_worker, make_buffer, marked_state(agent, 100.0), 0, False)
+    try:
+        for version in (1, 2, 3):
+            transport.publish(marked_state(agent, 100.0 + version), version)
+            versions = []
+            for _ in range(6):
+                shipment = next_shipment(transport, deadline)
+                versions.append(shipment.version)
+                values = shipment.data.values.clone()
+                transport.release(shipment)
+                assert torch.all(values == 100.0 + shipment.version), "a shipment's version is not its weights'"
+                if shipment.version == version:
+                    break
+            assert versions[-1] == version, f"publish {version} never reached the worker: shipped {versions}"
+    finally:
+        transport.close()
+
+
+def shipments_continue(shipments) -> int:
+    """How many consecutive pairs of one worker's rollouts were checked to continue each other (a rollout's first
+    observation is the last one's next observation, unless an episode ended there); fails at a gap."""
+    checked = 0
+    for previous, current in zip(shipments, shipments[1:]):
+        if previous.dones[-1].any():
+            continue  # the final observation is followed by a reset one
+        assert torch.equal(current.obs[0], previous.next_obs[-1]), "a shipment is missing between two delivered"
+        checked += 1
+    return checked

@@ -21,6 +21,14 @@ import pytest
 import hparams  # noqa: F401 - registers the sets
 from rl.errors import ConfigError
 from rl.parallel.transports.ray import parse_resources
+from tests.parallel.scripted import (
+    ACTIONS,
+    OBS,
+    check_every_publish_reaches_the_worker,
+    next_shipment,
+    shipments_continue,
+)
+from tests.parallel.scripted import make_learner as scripted_learner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -482,3 +490,33 @@ def test_train_py_with_an_unreachable_ray_address_says_so_in_one_line(tmp_path):
     assert proc.returncode != 0
     assert "cannot reach the Ray cluster" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.ray
+def test_the_ray_transport_delivers_every_shipment_and_every_publish(ray_cluster):
+    """Bugs caught: the Ray transport dropping every second shipment (async collection goes on with half the data,
+    and n-step windows and rollouts join steps that are not consecutive), or publishing only the first weights."""
+    from rl.parallel.buffers import make_buffer
+    from rl.parallel.roles import make_worker
+    from rl.parallel.transports.ray import RayTransport
+
+    learner, agent, _ = scripted_learner("ppo_cartpole", "num_workers=1,num_envs=1,num_steps=8,"
+                                         f"col_communication=async,ray_address={ray_cluster.address}")
+    spec = learner.specs[0]
+
+    def buffer(s):
+        return make_buffer("rollouts", s.hp, OBS, ACTIONS, None, 0)
+
+    transport = RayTransport(learner.hp)
+    transport.start([spec], make_worker, buffer, agent.acting_state(), 0, False)
+    deadline = time.monotonic() + 300
+    try:
+        rollouts = []
+        while len(rollouts) < 8:
+            shipment = next_shipment(transport, deadline)
+            rollouts.append(shipment.data)
+            transport.release(shipment)
+        assert shipments_continue(rollouts) >= 3
+    finally:
+        transport.close()
+    check_every_publish_reaches_the_worker(RayTransport(learner.hp), agent, spec, buffer)

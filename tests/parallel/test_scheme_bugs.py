@@ -5,14 +5,12 @@ Each test names the bug it catches (issue 34)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
 
 from rl.parallel.roles import make_worker
-from tests.parallel.scripted import ACTIONS, OBS, make_learner, rows_shipment
+from tests.parallel.scripted import ACTIONS, OBS, check_every_publish_reaches_the_worker, make_learner, rows_shipment
 
 
 def test_rows_shipment_dropped_for_max_policy_lag_closes_its_rows():
@@ -68,46 +66,6 @@ def test_truncated_episode_ends_of_a_workers_rollout_bootstrap_from_the_final_ob
 
 
 # ---------------------------------------------------------------------------------------------------- transports
-def marked_state(agent, mark: float) -> dict:
-    """The agent's acting state with a value head that says `mark` whatever it sees: the values a worker ships
-    tell which weights acted."""
-    state = dict(agent.acting_state())
-    state["net.model.v_head.weight"] = torch.zeros_like(state["net.model.v_head.weight"])
-    state["net.model.v_head.bias"] = torch.full_like(state["net.model.v_head.bias"], mark)
-    return state
-
-
-def next_shipment(transport, deadline: float):
-    while True:
-        shipment = transport.receive(timeout=0.5)
-        if shipment is not None:
-            return shipment
-        assert time.monotonic() < deadline, "no shipment: the worker is stuck"  # only keeps a broken run from hanging
-
-
-def check_every_publish_reaches_the_worker(transport, agent, spec, make_buffer) -> None:
-    """Publish versions 1, 2, 3 with weights of their own: within a few shipments each, the worker ships one acted
-    by that version, and its data was acted by that version's weights (a worker may finish what it started with the
-    weights it held: two slots or calls in flight)."""
-    deadline = time.monotonic() + 120
-    transport.start([spec], make_worker, make_buffer, marked_state(agent, 100.0), 0, False)
-    try:
-        for version in (1, 2, 3):
-            transport.publish(marked_state(agent, 100.0 + version), version)
-            versions = []
-            for _ in range(6):
-                shipment = next_shipment(transport, deadline)
-                versions.append(shipment.version)
-                values = shipment.data.values.clone()
-                transport.release(shipment)
-                assert torch.all(values == 100.0 + shipment.version), "a shipment's version is not its weights'"
-                if shipment.version == version:
-                    break
-            assert versions[-1] == version, f"publish {version} never reached the worker: shipped {versions}"
-    finally:
-        transport.close()
-
-
 def test_the_shm_transport_delivers_every_publish():
     """Bug caught: the shared-memory transport publishing only the first weights (workers act with version 0 for
     ever; async collection goes on, so nothing hangs)."""
@@ -118,44 +76,3 @@ def test_the_shm_transport_delivers_every_publish():
     transport = ShmTransport(learner.hp)
     check_every_publish_reaches_the_worker(transport, agent, learner.specs[0],
                                            lambda s: make_buffer("rollouts", s.hp, OBS, ACTIONS, None, 0))
-
-
-def shipments_continue(shipments) -> int:
-    """How many consecutive pairs of one worker's rollouts were checked to continue each other (a rollout's first
-    observation is the last one's next observation, unless an episode ended there); fails at a gap."""
-    checked = 0
-    for previous, current in zip(shipments, shipments[1:]):
-        if previous.dones[-1].any():
-            continue  # the final observation is followed by a reset one
-        assert torch.equal(current.obs[0], previous.next_obs[-1]), "a shipment is missing between two delivered"
-        checked += 1
-    return checked
-
-
-@pytest.mark.ray
-def test_the_ray_transport_delivers_every_shipment_and_every_publish(ray_cluster):
-    """Bugs caught: the Ray transport dropping every second shipment (async collection goes on with half the data,
-    and n-step windows and rollouts join steps that are not consecutive), or publishing only the first weights."""
-    from rl.parallel.buffers import make_buffer
-    from rl.parallel.transports.ray import RayTransport
-
-    learner, agent, _ = make_learner("ppo_cartpole", f"num_workers=1,num_envs=1,num_steps=8,col_communication=async,"
-                                                     f"ray_address={ray_cluster.address}")
-    spec = learner.specs[0]
-
-    def buffer(s):
-        return make_buffer("rollouts", s.hp, OBS, ACTIONS, None, 0)
-
-    transport = RayTransport(learner.hp)
-    transport.start([spec], make_worker, buffer, agent.acting_state(), 0, False)
-    deadline = time.monotonic() + 300
-    try:
-        rollouts = []
-        while len(rollouts) < 8:
-            shipment = next_shipment(transport, deadline)
-            rollouts.append(shipment.data)
-            transport.release(shipment)
-        assert shipments_continue(rollouts) >= 3
-    finally:
-        transport.close()
-    check_every_publish_reaches_the_worker(RayTransport(learner.hp), agent, spec, buffer)
