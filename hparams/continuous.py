@@ -29,6 +29,8 @@ def actor_critic() -> HParams:
     d("matmul_precision", "medium", "float32 matmuls in updates: highest (fp32), high (TF32 on GPUs) or medium "
       "(bf16 units such as Intel AMX; 256-wide matmuls about 2.5x faster; fp32 where the CPU has none)",
       bound=one_of("highest", "high", "medium"))
+    d("cuda_graph", True, "on a GPU, record the gradient step as CUDA graphs and replay them (launch overhead, not "
+      "arithmetic, is a step's cost at these sizes; rl/agents/cuda_graph.py); no effect on the CPU")
     d("lr_decay", False, "decay every learning rate linearly to 0 over train_steps (the zoo's lin_ schedules)")
     hp.env = "Pendulum-v1"
     hp.lr = 1e-3

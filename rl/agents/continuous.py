@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from rl.act_select.continuous import BoxScaler
-from rl.agents.base import Agent, cpu_has_bf16
+from rl.agents.base import Agent, cpu_has_bf16, resolve_device
+from rl.agents.cuda_graph import GraphedStep
 from rl.agents.flat_adam import FlatAdam, flatten_parameters
 from rl.errors import ConfigError
 from rl.registry import act_select, agents, grad_comp, memory, models
@@ -67,6 +68,7 @@ class ActorCriticAgent(Agent):
         if not hasattr(action_space, "low") or len(action_space.shape) != 1:
             raise ConfigError(f"agent {hp.agent!r} needs a 1-d Box action space, the env has {action_space}")
         self.scaler = BoxScaler(action_space.low, action_space.high)
+        self.graphed = hp.cuda_graph and self.device.type == "cuda"  # FlatAdam(capturable=...) in make_optimizers
         self.actor = models[hp.model].build(hp, obs_space, action_space).to(self.device)
         self.critic = models[hp.critic].build(hp, obs_space, action_space).to(self.device)
         # one flat Adam per network (its own learning rate); flattening comes before the target copies, and the
@@ -82,6 +84,7 @@ class ActorCriticAgent(Agent):
         self.loss_fn = grad_comp[hp.grad_comp]
         self.every, self.num_updates = update_schedule(hp)
         self.actor_updates, self._seen = 0, 0
+        self.learn_on_batch = GraphedStep(self.learn_on) if self.graphed else self.learn_on
 
     def networks(self) -> dict:
         nets = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
@@ -107,14 +110,16 @@ class ActorCriticAgent(Agent):
     def settings_changed(self, values: dict) -> None:
         if "lr" in values:
             self.schedule_rates()
+        if "max_grad_norm" in values and self.graphed:  # a number the recorded step baked in
+            self.learn_on_batch.reset()
 
     def in_effect(self, keys) -> dict:
         return {k: self.optims["critic"].lr if k == "lr" else getattr(self.hp, k) for k in keys}
 
     def make_optimizers(self) -> dict[str, FlatAdam]:
         hp = self.hp
-        return {"critic": FlatAdam(self.critic, hp.lr, hp.adam_eps),
-                "actor": FlatAdam(self.actor, hp.lr_actor or hp.lr, hp.adam_eps)}
+        return {"critic": FlatAdam(self.critic, hp.lr, hp.adam_eps, capturable=self.graphed),
+                "actor": FlatAdam(self.actor, hp.lr_actor or hp.lr, hp.adam_eps, capturable=self.graphed)}
 
     # ------------------------------------------------------------------ acting
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -148,6 +153,8 @@ class ActorCriticAgent(Agent):
                 info = self.gradient_step()
         self.updates += 1
         info.pop("td_error")
+        if self.graphed:  # a replay's outputs are overwritten by the next one
+            info = {k: v.clone() for k, v in info.items()}
         return info
 
     def gradient_step(self) -> dict:
@@ -155,6 +162,19 @@ class ActorCriticAgent(Agent):
         batch = self.memory.sample(hp.batch_size)
         self.grad_steps += 1
         update_actor = self.grad_steps % hp.policy_delay == 0
+        update_targets = update_actor and (self.actor_updates + 1) % hp.target_update_interval == 0
+        info = self.learn_on_batch(batch, update_actor, update_targets)  # learn_on, or its CUDA graph's replay
+        if update_actor:
+            self.actor_updates += 1
+        if hasattr(self.memory, "update_priorities"):
+            self.memory.update_priorities(batch.indices, info["td_error"])
+        return info
+
+    def learn_on(self, batch, update_actor: bool, update_targets: bool) -> dict:
+        """One gradient step on `batch`: the loss, one backward pass, each network's optimizer (the actor's and the
+        temperature's on `update_actor` steps), the Polyak updates on `update_targets` steps. Tensors in, tensors
+        out, no decision on their values: what rl/agents/cuda_graph.py records on a GPU."""
+        hp = self.hp
         loss, info = self.loss(batch, update_actor)
         for opt in self.optims.values():
             opt.zero_grad()
@@ -164,14 +184,10 @@ class ActorCriticAgent(Agent):
                 if hp.max_grad_norm > 0:  # per network: their gradients have unrelated scales
                     opt.clip_grad_norm(hp.max_grad_norm)
                 opt.step()
-        if update_actor:
-            self.actor_updates += 1
-            if self.actor_updates % hp.target_update_interval == 0:
-                with torch.no_grad():
-                    for online, target in self._polyak_pairs:
-                        target.lerp_(online, hp.tau)
-        if hasattr(self.memory, "update_priorities"):
-            self.memory.update_priorities(batch.indices, info["td_error"])
+        if update_targets:
+            with torch.no_grad():
+                for online, target in self._polyak_pairs:
+                    target.lerp_(online, hp.tau)
         return info
 
     def loss(self, batch, update_actor: bool):
@@ -215,14 +231,16 @@ class SAC(ActorCriticAgent):
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         if hp.initial_alpha <= 0:
             raise ConfigError(f"initial_alpha must be positive, got {hp.initial_alpha}")
-        self.temperature = Temperature(hp.initial_alpha).to(torch.device(hp.device)).requires_grad_(hp.tune_alpha)
+        device = torch.device(resolve_device(hp.device))
+        self.temperature = Temperature(hp.initial_alpha).to(device).requires_grad_(hp.tune_alpha)
         self.target_entropy = hp.target_entropy * float(np.prod(action_space.shape))
         super().__init__(hp, obs_space, action_space, num_envs, seed)
 
     def make_optimizers(self) -> dict[str, FlatAdam]:
         optimizers = super().make_optimizers()
         if self.hp.tune_alpha:
-            optimizers["alpha"] = FlatAdam(self.temperature, self.hp.lr_alpha or self.hp.lr, self.hp.adam_eps)
+            optimizers["alpha"] = FlatAdam(self.temperature, self.hp.lr_alpha or self.hp.lr, self.hp.adam_eps,
+                                           capturable=self.graphed)
         return optimizers
 
     def base_rates(self) -> dict[str, float]:

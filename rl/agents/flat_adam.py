@@ -11,6 +11,9 @@ dqn_cartpole's network (4-256-256-2, batch 64, one thread): median 665 us with F
 torch.optim.Adam(fused=True) and 1049 us with foreach=True (AMD EPYC, 2026-11-23), about 4.5 s of dqn_cartpole's
 24.6k gradient steps; constructing the first torch.optim optimizer also imports torch._dynamo (1.2 s here).
 
+`capturable=True` makes the step safe to record in a CUDA graph (rl/agents/cuda_graph.py): the step count is advanced
+and the learning rate read on the device, not baked into the recording as the Python numbers of that moment.
+
 Safe under the usual patterns: `model.zero_grad()` (which sets gradients to None), a gradient assigned by hand, or a
 parameter re-bound (`p.data = ...`, `load_state_dict` copies in place and needs nothing) are noticed at the next
 `zero_grad`/`clip_grad_norm`/`step`, which gathers them back into the flat buffers before working on them.
@@ -41,7 +44,7 @@ class FlatAdam:
     """Adam over a module's flattened parameters, with global-norm gradient clipping."""
 
     def __init__(self, module: nn.Module, lr: float, eps: float = 1e-8, betas: tuple[float, float] = (0.9, 0.999),
-                 kind: str = "adam", rmsprop_alpha: float = 0.99):
+                 kind: str = "adam", rmsprop_alpha: float = 0.99, capturable: bool = False):
         self.params = list(module.parameters())
         self.param, self.param_views = flatten_parameters(module)
         self.grad = torch.zeros_like(self.param)
@@ -50,11 +53,13 @@ class FlatAdam:
         for p, gv in zip(self.params, self.grad_views):
             p.grad = gv
         self._ptrs = [pv.data_ptr() for pv in self.param_views]
+        self.capturable = capturable and kind == "adam"
+        self._lr_tensor = torch.tensor(float(lr), device=self.param.device) if self.capturable else None
         self.lr, self.eps, self.betas = lr, eps, betas
         self.exp_avg = torch.zeros_like(self.param)
         self.exp_avg_sq = torch.zeros_like(self.param)
         self._step = torch.zeros((), dtype=torch.float32, device=self.param.device)  # the kernel reads the count here
-        self.steps = 0
+        self._steps = 0
         if kind not in ("adam", "rmsprop"):
             raise ConfigError(f"unknown optimizer {kind!r}: valid: adam, rmsprop")
         self.kind = kind
@@ -66,6 +71,26 @@ class FlatAdam:
         # it runs once per backward pass, before clipping
         self.reduce_grad = None
         self._reduced = False
+
+    @property
+    def steps(self) -> int:
+        """Steps taken; a capturable optimizer counts on the device (a graph's replays run no Python)."""
+        return int(self._step.item()) if self.capturable else self._steps
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self._steps = int(value)
+        self._step.fill_(self._steps)
+
+    @property
+    def lr(self) -> float:
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._lr = float(value)
+        if self._lr_tensor is not None:
+            self._lr_tensor.fill_(self._lr)
 
     def _gather(self) -> None:
         """Bring parameters and gradients that something re-bound back into the flat buffers (a few identity checks
@@ -104,16 +129,20 @@ class FlatAdam:
         """One Adam step in a single pass over the buffer (aten's fused kernel: one op instead of six)."""
         self._gather()
         self._reduce()
-        self.steps += 1
         if self.kind == "rmsprop":
+            self._steps += 1
             rmsprop = self._rmsprop()
             rmsprop.param_groups[0]["lr"] = self.lr
             rmsprop.step()
             return
-        self._step.fill_(self.steps)
+        if self.capturable:  # advanced on the device, so that each replay of a recorded step advances it
+            self._step.add_(1)
+        else:
+            self._steps += 1
+            self._step.fill_(self._steps)
         torch._fused_adam_([self.param], [self.grad], [self.exp_avg], [self.exp_avg_sq], [], [self._step],
-                           amsgrad=False, lr=self.lr, beta1=self.betas[0], beta2=self.betas[1], weight_decay=0.0,
-                           eps=self.eps, maximize=False)
+                           amsgrad=False, lr=self._lr_tensor if self.capturable else self.lr, beta1=self.betas[0],
+                           beta2=self.betas[1], weight_decay=0.0, eps=self.eps, maximize=False)
 
     def state_dict(self) -> dict:
         state = {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,

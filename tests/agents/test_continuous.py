@@ -332,3 +332,37 @@ def test_lr_decay_scales_every_rate_by_the_run_left():
     assert agent.in_effect(["lr"]) == {"lr": pytest.approx(1e-3 * left)}
     agent.change_settings({"lr": 2e-3})  # --control: the new base, still decayed
     assert agent.optims["critic"].lr == pytest.approx(2e-3 * left)
+
+
+# ---------------------------------------------------------------------------------------------------- CUDA graphs
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("make", [td3, sac])
+def test_a_recorded_gradient_step_replays_the_eager_one(make):
+    """On a GPU the step is recorded as CUDA graphs (rl/agents/cuda_graph.py) and replayed with each new batch. Two
+    agents from one seed, one replaying and one eager, draw the same batches and, from the same generator state, the
+    same random numbers (TD3's smoothing is off: its check does not lean on that): they must end with the same
+    weights. Bugs caught: a batch not copied into the recorded tensors (every replay learns on the first batch), one
+    recording for both of TD3's steps (the actor moving on critic-only steps), Adam's count or rate baked in."""
+    values = dict(device="cuda", learning_starts=20, batch_size=32, policy_delay=2 if make is td3 else 1)
+    if make is td3:
+        values["target_noise"] = 0.0
+    agents_ = []
+    for graphed in (True, False):
+        hp = small(make(), cuda_graph=graphed, **values)
+        torch.manual_seed(0)
+        agent = build(hp)
+        run_steps(agent, make_pendulum(), 0, 25)
+        torch.cuda.manual_seed(1)
+        for step in range(12):
+            if step == 8:
+                agent.optims["critic"].lr = 1e-4
+            agent.gradient_step()
+        agents_.append(agent)
+    graphed, eager = agents_
+    assert graphed.graphed and not eager.graphed
+    assert len(graphed.learn_on_batch.graphs) == (2 if make is td3 else 1)
+    assert graphed.optims["critic"].steps == eager.optims["critic"].steps == 5 + 12  # 5 in run_steps
+    assert graphed.actor_updates == eager.actor_updates
+    for a, b in zip(graphed.networks().values(), eager.networks().values()):
+        for p, q in zip(a.parameters(), b.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)

@@ -85,3 +85,32 @@ def test_a_learned_model_moves_after_model_zero_grad():
     (net(torch.randn(8, 3)) ** 2).sum().backward()
     flat.step()
     assert not torch.equal(before, flat.param)
+
+
+def test_capturable_reads_its_rate_and_count_on_the_device_and_steps_as_the_default():
+    """The mode a CUDA graph records (rl/agents/cuda_graph.py): the learning rate and the step count are tensors
+    the recorded kernel reads, so a rate set later and the count of replayed steps reach it. Bugs caught: a rate
+    change that misses the device copy, a count refilled from Python (a replay would reuse the recorded count)."""
+    net_a, net_b = nets()
+    plain, capturable = FlatAdam(net_a, lr=1e-2), FlatAdam(net_b, lr=1e-2, capturable=True)
+    for step in range(6):
+        if step == 3:
+            plain.lr = capturable.lr = 3e-3
+        x = torch.randn(16, 3)
+        for net, opt in ((net_a, plain), (net_b, capturable)):
+            opt.zero_grad()
+            (net(x) ** 2).sum().backward()
+            opt.step()
+        assert_same(net_a, net_b, step)
+    assert plain.steps == capturable.steps == 6
+    _, net_c = nets()
+    resumed = FlatAdam(net_c, lr=1.0, capturable=True)
+    net_c.load_state_dict(net_b.state_dict())
+    resumed.load_state_dict(capturable.state_dict())
+    assert resumed.steps == 6 and resumed.lr == 3e-3
+    x = torch.randn(16, 3)
+    for net, opt in ((net_b, capturable), (net_c, resumed)):
+        opt.zero_grad()
+        (net(x) ** 2).sum().backward()
+        opt.step()
+    assert_same(net_b, net_c, "resumed")
