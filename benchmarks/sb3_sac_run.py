@@ -1,0 +1,107 @@
+"""Stable-Baselines3's SAC with our `sac_halfcheetah_bullet` settings (rl-baselines3-zoo's sac.yml: gSDE, the
+TimeFeatureWrapper, 400x300, batch 256, 8 gradient steps every 8 env steps) as a run folder `python -m rl.report`
+reads beside ours: hparams.json, progress.csv (env_steps, wall_time_s, the mean return of the last 100 training
+episodes, and a greedy evaluation every `--eval_interval` steps, as train.py evaluates) and eval.json at the end.
+
+It resumes: every evaluation also saves the model and its replay buffer (written beside, then renamed into place),
+and the same command continues from there (SB3 resets the env on load, so one training episode is cut there, and
+the generators start afresh). For the equal-budget comparison of issue 30, run it beside ours, one process a core:
+
+    .venv/bin/pip install stable-baselines3 sb3-contrib     # the peer, for benchmarks only
+    .venv/bin/python train.py --hparams sac_halfcheetah_bullet --seed 0 --train_steps 300000 --output_dir runs/ours_s0 &
+    .venv/bin/python benchmarks/sb3_sac_run.py --seed 0 --steps 300000 --output_dir runs/sb3_s0 &
+    wait; .venv/bin/python -m rl.report runs/ours_s0 runs/sb3_s0 --output runs/sac_300k_report
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
+import torch
+from sb3_contrib.common.wrappers import TimeFeatureWrapper
+from stable_baselines3 import SAC
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+
+SETTINGS = dict(learning_rate=7.3e-4, buffer_size=300_000, learning_starts=10_000, batch_size=256, tau=0.02,
+                gamma=0.98, train_freq=8, gradient_steps=8, use_sde=True,
+                policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]))
+COLUMNS = ["env_steps", "wall_time_s", "episode_return_mean", "eval_return_mean", "eval_return_std"]
+
+
+def make_env(env_id: str):
+    return TimeFeatureWrapper(Monitor(gym.make(env_id)))
+
+
+def save(model, out: Path) -> None:
+    """The model and its replay buffer, each written beside and renamed into place."""
+    for path, write in ((out / "model.zip", model.save), (out / "replay.pkl", model.save_replay_buffer)):
+        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
+        write(tmp)
+        os.replace(tmp, path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="HalfCheetahBulletEnv-v0")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=300_000)
+    p.add_argument("--eval_interval", type=int, default=50_000)
+    p.add_argument("--eval_episodes", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (ours runs 1: its torch_threads)")
+    p.add_argument("--output_dir", required=True)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"hparams_set": f"sb3_sac ({args.env})",
+              "hparams": {"env": args.env, "seed": args.seed, "train_steps": args.steps, "agent": "sb3 SAC",
+                          "time_feature": True, **{k: v for k, v in SETTINGS.items() if k != "policy_kwargs"}},
+              "flags": vars(args)}
+    (out / "hparams.json").write_text(json.dumps(record, indent=1))
+    env, eval_env = make_env(args.env), make_env(args.env)
+    state_path, progress = out / "state.json", out / "progress.csv"
+    if (out / "model.zip").is_file() and state_path.is_file():
+        model = SAC.load(out / "model.zip", env=env, device="cpu")
+        model.load_replay_buffer(out / "replay.pkl")
+        state = json.loads(state_path.read_text())
+        print(f"resuming from step {model.num_timesteps}", flush=True)
+    else:
+        model = SAC("MlpPolicy", env, seed=args.seed, device="cpu", verbose=0, **SETTINGS)
+        state = {"wall_time_s": 0.0, "returns": []}
+        with progress.open("w", newline="") as f:
+            csv.writer(f).writerow(COLUMNS)
+    while model.num_timesteps < args.steps:
+        start = time.perf_counter()
+        chunk = min(args.eval_interval - model.num_timesteps % args.eval_interval, args.steps - model.num_timesteps)
+        model.learn(chunk, reset_num_timesteps=False)
+        state["returns"] = (state["returns"] + [ep["r"] for ep in model.ep_info_buffer])[-100:]
+        model.ep_info_buffer.clear()
+        mean, std = evaluate_policy(model, eval_env, n_eval_episodes=args.eval_episodes, deterministic=True)
+        state["wall_time_s"] += time.perf_counter() - start
+        with progress.open("a", newline="") as f:
+            csv.writer(f).writerow([model.num_timesteps, f"{state['wall_time_s']:.3f}",
+                                    np.mean(state["returns"]) if state["returns"] else "", mean, std])
+        save(model, out)
+        tmp = state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, state_path)
+        print(f"step {model.num_timesteps}: eval {mean:.1f} +- {std:.1f}, {state['wall_time_s']:.0f} s", flush=True)
+    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=args.eval_episodes, deterministic=True,
+                                 return_episode_rewards=True)
+    (out / "eval.json").write_text(json.dumps({
+        "mode": "final_training_evaluation", "mean_return": float(np.mean(returns)),
+        "std_return": float(np.std(returns)), "episodes": len(returns), "returns": [float(r) for r in returns],
+        "env_steps": int(model.num_timesteps), "wall_time_s": round(state["wall_time_s"], 3)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
