@@ -6,6 +6,9 @@ Training: every arm with every seed, `train.py --hparams SET --seed S --train_st
 OUTPUT_DIR/GAME/ARM_seedS (log beside it, ARM_seedS.log), `--jobs` runs at once (1 on a 2-core machine; several on a
 16-core GPU machine). A finished run (eval.json at STEPS) is skipped and an unfinished one resumes from its newest
 checkpoint, so the driver can be stopped (Ctrl-C or SIGTERM: every run checkpoints and exits) and started again.
+Speed: `elite_impala_seaquest` ran at about 6,500 agent steps/s on a lent H200 with 16 cores (`--override
+device=cuda`: 400k steps in 140 s, start-up included; 2026-11-26), so a 2M-step run takes about 6 minutes there; on
+this project's 2-core VM `impala_pong` took 20 min per 1M (docs/results.md), so about an hour per run.
 `--num_workers` and `--override` pass on to every run alike (e.g. fewer workers than the sets' 7 on a small machine:
 say so beside the results).
 
