@@ -53,9 +53,10 @@ def filled_rollout():
 
 def pytest_collection_modifyitems(config, items):
     """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow. Under
-    pytest-xdist (`-n 2 --dist loadfile`, the README's command) a file's tests run in one worker, so the tests on the Ray
-    cluster, which one child pytest runs (tests/parallel/conftest.py), must live in one file, and so must the container
-    tests (one docker image): a second file would start a second child or image build in the other worker."""
+    pytest-xdist (`-n 2 --dist loadfile`, the README's command) a file's tests run in one worker, so the tests on the
+    Ray cluster, which one child pytest runs (tests/parallel/conftest.py), must live in one file, and so must the
+    container tests (one docker image): a second file would start a second child or image build in the other
+    worker."""
     files = {"ray_cluster": set(), "container": set()}
     for item in items:
         cluster, container = "ray_cluster" in getattr(item, "fixturenames", ()), item.get_closest_marker("container")
