@@ -3,9 +3,10 @@ TimeFeatureWrapper, 400x300, batch 256, 8 gradient steps every 8 env steps) as a
 reads beside ours: hparams.json, progress.csv (env_steps, wall_time_s, the mean return of the last 100 training
 episodes, and a greedy evaluation every `--eval_interval` steps, as train.py evaluates) and eval.json at the end.
 
-It resumes: every evaluation also saves the model and its replay buffer (written beside, then renamed into place),
-and the same command continues from there (SB3 resets the env on load, so one training episode is cut there, and
-the generators start afresh). For the equal-budget comparison of issue 30, run it beside ours, one process a core:
+It resumes: every `--save_interval` steps it saves the model, its replay buffer and its log's state (each written
+beside, then renamed into place), and the same command continues from there (SB3 resets the env on load, so one
+training episode is cut there, and the generators start afresh). For the equal-budget comparison of issue 30, run it
+beside ours, one process a core:
 
     .venv/bin/pip install stable-baselines3 sb3-contrib     # the peer, for benchmarks only
     .venv/bin/python train.py --hparams sac_halfcheetah_bullet --seed 0 --train_steps 300000 --output_dir runs/ours_s0 &
@@ -56,6 +57,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300_000)
     p.add_argument("--eval_interval", type=int, default=50_000)
     p.add_argument("--eval_episodes", type=int, default=10)
+    p.add_argument("--save_interval", type=int, default=10_000, help="steps between saves (what a kill can lose)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (ours runs 1: its torch_threads)")
     p.add_argument("--output_dir", required=True)
     args = p.parse_args()
@@ -81,20 +83,25 @@ def main() -> None:
             csv.writer(f).writerow(COLUMNS)
     while model.num_timesteps < args.steps:
         start = time.perf_counter()
-        chunk = min(args.eval_interval - model.num_timesteps % args.eval_interval, args.steps - model.num_timesteps)
-        model.learn(chunk, reset_num_timesteps=False)
+        step = model.num_timesteps
+        chunk = min(args.save_interval - step % args.save_interval, args.eval_interval - step % args.eval_interval,
+                    args.steps - step)
+        model.learn(chunk, reset_num_timesteps=False)  # SB3 ends on a multiple of train_freq: may pass the chunk
         state["returns"] = (state["returns"] + [ep["r"] for ep in model.ep_info_buffer])[-100:]
         model.ep_info_buffer.clear()
-        mean, std = evaluate_policy(model, eval_env, n_eval_episodes=args.eval_episodes, deterministic=True)
-        state["wall_time_s"] += time.perf_counter() - start
-        with progress.open("a", newline="") as f:
-            csv.writer(f).writerow([model.num_timesteps, f"{state['wall_time_s']:.3f}",
-                                    np.mean(state["returns"]) if state["returns"] else "", mean, std])
+        if model.num_timesteps // args.eval_interval > step // args.eval_interval or model.num_timesteps >= args.steps:
+            mean, std = evaluate_policy(model, eval_env, n_eval_episodes=args.eval_episodes, deterministic=True)
+            state["wall_time_s"] += time.perf_counter() - start
+            with progress.open("a", newline="") as f:
+                csv.writer(f).writerow([model.num_timesteps, f"{state['wall_time_s']:.3f}",
+                                        np.mean(state["returns"]) if state["returns"] else "", mean, std])
+            print(f"step {model.num_timesteps}: eval {mean:.1f} +- {std:.1f}, {state['wall_time_s']:.0f} s", flush=True)
+        else:
+            state["wall_time_s"] += time.perf_counter() - start
         save(model, out)
         tmp = state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
         os.replace(tmp, state_path)
-        print(f"step {model.num_timesteps}: eval {mean:.1f} +- {std:.1f}, {state['wall_time_s']:.0f} s", flush=True)
     returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=args.eval_episodes, deterministic=True,
                                  return_episode_rewards=True)
     (out / "eval.json").write_text(json.dumps({
