@@ -404,7 +404,10 @@ def test_two_processes_sharing_a_journal_study_run_each_trial_once_with_one_kill
         time.sleep(0.05)
         if not journal.exists():
             continue
-        study = optuna.load_study(study_name="search", storage=studies.storage(str(journal), out))
+        try:  # the journal file can exist before either process has written the study into it
+            study = optuna.load_study(study_name="search", storage=studies.storage(str(journal), out))
+        except KeyError:
+            continue
         for t in study.get_trials(states=(TrialState.RUNNING,)):
             worker = t.user_attrs.get("worker", {})
             folder = out / f"trial_{t.number}"
