@@ -23,29 +23,84 @@ def csv_name(key: str) -> str:
     return key.removeprefix("charts/").replace("/", "_")
 
 
+def after_resumes(steps: list[float], walls: list[float] | None) -> tuple[list[int], list[float] | None]:
+    """The rows of a progress.csv that hold the run's history, and their wall times as one running clock. A resumed
+    run logs again from its last checkpoint: where env_steps goes back (or the clock restarts, as a process started
+    again does), the rows it logs again replace the earlier ones, and its clock continues from the last row kept
+    (the checkpoint came after it). Returns (indices of the rows kept, their wall times; None without a clock)."""
+    kept: list[int] = []
+    clock: list[float] = []
+    offset = 0.0
+    for i, step in enumerate(steps):
+        restarted = walls is not None and kept and walls[i] + offset < clock[-1]
+        if kept and (step < steps[kept[-1]] or restarted):  # a resume: drop what it logs again
+            while kept and steps[kept[-1]] >= step:
+                kept.pop()
+                clock.pop()
+            offset = clock[-1] if clock else 0.0
+        kept.append(i)
+        clock.append(walls[i] + offset if walls is not None else 0.0)
+    return kept, (clock if walls is not None else None)
+
+
 class Logger:
-    """Write rows of scalars to TensorBoard, CSV and the console."""
+    """Write rows of scalars to TensorBoard, CSV and the console. A resumed run (`start_step` > 0) keeps the rows up
+    to its checkpoint, drops the ones logged after it (the run does those steps again; TensorBoard's too), and
+    continues the run's wall clock, so `wall_time_s` is the time the run has trained, over every sitting."""
 
     def __init__(self, output_dir, total_steps: int, start_step: int = 0, quiet: bool = False):
         from torch.utils.tensorboard import SummaryWriter  # imported here: it is slow to import
 
         self.dir = Path(output_dir)
-        self.writer = SummaryWriter(str(self.dir))
+        self.writer = SummaryWriter(str(self.dir), purge_step=start_step + 1 if start_step else None)
         self.csv_path = self.dir / "progress.csv"
         self.columns: list[str] = []
-        if self.csv_path.exists():  # a resumed run appends to the same file
-            with open(self.csv_path, newline="") as f:
-                self.columns = next(csv.reader(f), [])
+        self.wall_offset = 0.0
+        if self.csv_path.exists():  # a resumed run continues the same file
+            self.wall_offset = self._history(start_step)
         self.start_time = time.time()
         self.last_time, self.last_step = self.start_time, start_step
         self.total_steps = total_steps
         self.quiet = quiet
         self.tty = sys.stdout.isatty()
 
+    def _history(self, start_step: int) -> float:
+        """Rewrite progress.csv as the run's history up to `start_step` (see `after_resumes`); the wall time there."""
+        with open(self.csv_path, newline="") as f:
+            records = list(csv.reader(f))
+        if not records:
+            return 0.0
+        self.columns, body = records[0], [r for r in records[1:] if len(r) == len(records[0])]
+        try:
+            steps = [float(r[self.columns.index("env_steps")]) for r in body]
+            wall_col = self.columns.index("wall_time_s") if "wall_time_s" in self.columns else None
+            walls = [float(r[wall_col]) for r in body] if wall_col is not None else None
+        except ValueError:  # not a file this logger wrote: leave it as it is and append
+            return 0.0
+        kept, clock = after_resumes(steps, walls)
+        rows = []
+        for i, wall in zip(kept, clock or [None] * len(kept)):
+            if steps[i] > start_step:
+                break
+            row = list(body[i])
+            if wall is not None and wall != walls[i]:
+                row[wall_col] = f"{wall:.3f}"
+            rows.append(row)
+        if len(rows) != len(body) or any(row != body[i] for row, i in zip(rows, kept)):
+            tmp = self.csv_path.with_suffix(".csv.tmp")
+            with open(tmp, "w", newline="") as f:
+                csv.writer(f).writerows([self.columns, *rows])
+            tmp.replace(self.csv_path)
+        return float(rows[-1][wall_col]) if rows and wall_col is not None else 0.0
+
+    def wall_time_s(self) -> float:
+        """The run's training time so far, over every sitting."""
+        return self.wall_offset + time.time() - self.start_time
+
     def log(self, step: int, values: dict) -> dict:
         """Write one row at `step`; returns the row as floats."""
         now = time.time()
-        row = {"env_steps": step, "wall_time_s": round(now - self.start_time, 3),
+        row = {"env_steps": step, "wall_time_s": round(self.wall_offset + now - self.start_time, 3),
                "charts/steps_per_s": (step - self.last_step) / max(now - self.last_time, 1e-9)}
         row.update({k: _number(v) for k, v in values.items()})
         self.last_time, self.last_step = now, step

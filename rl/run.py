@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from functools import partial
 from pathlib import Path
 
@@ -106,7 +105,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                     mean, returns = evaluation()
                     if on_evaluation is not None and on_evaluation(agent.env_steps, mean):
                         stopped_early = summarize(returns, env_steps=agent.env_steps, stopped_early=True,
-                                                  wall_time_s=round(time.time() - logger.start_time, 2))
+                                                  wall_time_s=round(logger.wall_time_s(), 2))
                 if due("log", hp.log_interval) or last["log"] < 0:
                     logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **trainer.clock})
                     eval_row, last["log"] = {}, agent.env_steps
@@ -129,7 +128,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         return stopped_early
     returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
     best.offer(agent, returns)
-    result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(time.time() - logger.start_time, 2),
+    result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
                        best=best.best)
     logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
                                  "eval/return_std": result["std_return"]})

@@ -97,6 +97,10 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
     assert step > 0
     res = train_cli(*train_args(out, steps=step + 100))
     assert res.returncode == 0 and f"resuming from step {step}" in res.stdout
+    rows = [tuple(map(float, r.split(",")[:2])) for r in (out / "progress.csv").read_text().split()[1:]]
+    steps, clock = zip(*rows)  # one history: steps go forward, and the clock goes on from the first sitting's
+    assert all(a < b for a, b in zip(steps[:-2], steps[1:-1])) and list(clock) == sorted(clock), rows
+    assert json.loads((out / "eval.json").read_text())["wall_time_s"] >= clock[-1] - 0.1
 
 
 BAD_INPUTS = [

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from rl.errors import ConfigError, first_line
+from rl.logger import after_resumes
 
 SKIP_DIRS = {"checkpoints", "videos", "report", "__pycache__"}  # never runs: not worth walking into
 TRAIN_SCORE_COLUMNS = ("game_score_mean", "episode_return_mean")  # Atari's whole-game score first, when logged
@@ -223,20 +224,12 @@ def read_progress(path: Path, notes: list[str]) -> dict[str, np.ndarray]:
 def _after_resumes(table: np.ndarray, header: list[str]) -> np.ndarray:
     step_col = header.index("env_steps")
     wall_col = header.index("wall_time_s") if "wall_time_s" in header else None
-    kept: list[np.ndarray] = []
-    offset = 0.0
-    for row in table:
-        row = row.copy()
-        clock_restarted = wall_col is not None and kept and row[wall_col] + offset < kept[-1][wall_col]
-        if kept and (row[step_col] < kept[-1][step_col] or clock_restarted):  # a resume: drop what it logs again
-            while kept and kept[-1][step_col] >= row[step_col]:
-                kept.pop()
-            if wall_col is not None:  # its clock started at the checkpoint, which came after the last row kept
-                offset = kept[-1][wall_col] if kept else 0.0
-        if wall_col is not None:
-            row[wall_col] += offset
-        kept.append(row)
-    return np.array(kept).reshape(len(kept), len(header))
+    kept, clock = after_resumes(table[:, step_col].tolist(), table[:, wall_col].tolist() if wall_col is not None
+                                else None)
+    table = table[kept].reshape(len(kept), len(header))
+    if wall_col is not None:
+        table[:, wall_col] = clock
+    return table
 
 
 def read_run(folder: Path, name: str) -> Run:

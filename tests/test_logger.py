@@ -1,0 +1,66 @@
+"""The logger's progress.csv over a resumed run: the history up to the checkpoint, one running wall clock."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+import rl.logger
+from rl.logger import Logger
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(rl.logger, "time", fake)
+    return fake
+
+
+def rows(folder) -> list[tuple[float, float]]:
+    with open(folder / "progress.csv", newline="") as f:
+        return [(float(r["env_steps"]), float(r["wall_time_s"])) for r in csv.DictReader(f)]
+
+
+def sitting(folder, clock, start: int, steps: list[int], seconds_per_row: float = 1.0) -> Logger:
+    logger = Logger(folder, 100, start, quiet=True)
+    for step in steps:
+        clock.now += seconds_per_row
+        logger.log(step, {"charts/episode_return_mean": step / 10})
+    logger.close()
+    return logger
+
+
+def test_a_resumed_run_keeps_its_history_to_the_checkpoint_and_continues_its_clock(tmp_path, clock):
+    sitting(tmp_path, clock, 0, [10, 20, 30])  # checkpoint at 20, stopped after logging 30
+    clock.now += 500.0  # the machine was elsewhere between the sittings
+    resumed = sitting(tmp_path, clock, 20, [30, 40])
+    assert rows(tmp_path) == [(10, 1.0), (20, 2.0), (30, 3.0), (40, 4.0)]
+    clock.now += 2.0
+    assert resumed.wall_time_s() == pytest.approx(6.0)  # what eval.json reports: the run's time, every sitting
+
+
+def test_a_file_whose_clock_restarted_at_each_resume_is_read_and_rewritten_as_one_clock(tmp_path, clock):
+    (tmp_path / "progress.csv").write_text("env_steps,wall_time_s,episode_return_mean\n"
+                                           "10,1.0,1\n20,2.0,2\n30,3.0,3\n"  # checkpoint at 20, killed after 30
+                                           "30,0.5,7\n40,1.5,8\n")  # logged by the resumed process, as before
+    sitting(tmp_path, clock, 40, [50])
+    assert rows(tmp_path) == [(10, 1.0), (20, 2.0), (30, 2.5), (40, 3.5), (50, 4.5)]
+
+
+def test_tensorboard_forgets_the_steps_done_again(tmp_path, clock):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    sitting(tmp_path, clock, 0, [10, 20, 30])
+    sitting(tmp_path, clock, 20, [30, 40])
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert [e.step for e in events.Scalars("charts/episode_return_mean")] == [10, 20, 30, 40]
