@@ -292,6 +292,14 @@ class ImpalaAgent(OnPolicyAgent):
         return float(samplers[0].lam) if samplers else 1.0
 
     # ------------------------------------------------------------------ checkpointing
+    def state_dict(self, include_memory: bool = True) -> dict:
+        """As every agent's; `include_memory=False` (best.pt, what evaluation reads) leaves the replayed sequences out:
+        at seed B's capacity of 10,000 Atari sequences they are gigabytes."""
+        state = super().state_dict(include_memory)
+        if not include_memory:
+            state["sequence_replay"] = {**state["sequence_replay"], "buffers": None}
+        return state
+
     def extra_state(self) -> dict:
         state = super().extra_state()
         buffers = self._stored_buffers if self._stored_buffers is not None else (

@@ -175,6 +175,24 @@ def test_a_resumed_agent_composes_and_learns_exactly_as_the_uninterrupted_one(ca
     assert resumed._lambda() == half._lambda()
 
 
+def test_the_agent_without_its_memory_leaves_the_replayed_sequences_out_and_still_evaluates():
+    """best.pt and evaluation take the agent without its memory: seed B's replay is gigabytes at full capacity."""
+    agent = run(settings(ELITE), 4 * T * 8, seed=3)
+    sizes = {}
+    for memory in (True, False):
+        buf = io.BytesIO()
+        torch.save(agent.state_dict(include_memory=memory), buf)
+        sizes[memory] = buf.tell()
+    assert agent.state_dict()["sequence_replay"]["buffers"] is not None
+    assert agent.state_dict(include_memory=False)["sequence_replay"]["buffers"] is None
+    assert sizes[False] < sizes[True] / 2
+    env = make_env(settings(ELITE))
+    fresh = Recording(settings(ELITE), env.single_observation_space, env.single_action_space, 2, seed=5)
+    env.close()
+    fresh.load_state_dict(agent.state_dict(include_memory=False))
+    torch.testing.assert_close(fresh.optimizer.param, agent.optimizer.param, rtol=0, atol=0)
+
+
 def test_its_settings_are_checked():
     env = make_env(settings())
     spaces = env.single_observation_space, env.single_action_space
