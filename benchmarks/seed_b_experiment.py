@@ -8,7 +8,9 @@ OUTPUT_DIR/GAME/ARM_seedS (log beside it, ARM_seedS.log), `--jobs` runs at once 
 checkpoint, so the driver can be stopped (Ctrl-C or SIGTERM: every run checkpoints and exits) and started again.
 Speed: `elite_impala_seaquest` ran at about 6,500 agent steps/s on a lent H200 with 16 cores (`--override
 device=cuda`: 400k steps in 140 s, start-up included; 2026-11-26), so a 2M-step run takes about 6 minutes there; on
-this project's 2-core VM `impala_pong` took 20 min per 1M (docs/results.md), so about an hour per run.
+this project's 2-core VM with `--num_workers 2`, `uniform_impala_seaquest` ran 2M steps in 49 minutes (770-950 agent
+steps/s; 2026-11-26). To free the cores for a while, stop the driver with SIGTERM and start it again later (a
+SIGSTOPped run's wall clock would count the pause; a resumed one's continues from its checkpoint).
 `--num_workers` and `--override` pass on to every run alike (e.g. fewer workers than the sets' 7 on a small machine:
 say so beside the results).
 
