@@ -86,7 +86,7 @@ class Logger:
             if wall is not None and wall != walls[i]:
                 row[wall_col] = f"{wall:.3f}"
             rows.append(row)
-        if len(rows) != len(body) or any(row != body[i] for row, i in zip(rows, kept)):
+        if rows != body:  # rows dropped or a clock continued
             tmp = self.csv_path.with_suffix(".csv.tmp")
             with open(tmp, "w", newline="") as f:
                 csv.writer(f).writerows([self.columns, *rows])
