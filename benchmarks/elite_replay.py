@@ -71,6 +71,7 @@ from rl.collector import Collector
 from rl.envs import make_env
 from rl.memory.sequences import naive_bytes_per_step, ready
 from rl.registry import hparams as sets
+from rl.report.runs import read_progress
 from rl.run import configure_torch, seed_everything
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -328,32 +329,22 @@ def number(row: dict, name: str) -> float | None:
         return None
 
 
-def new_sitting(prev: dict, row: dict) -> bool:
-    """Whether `row` is the first of a resumed run's sitting. The logger writes steps_per_s as the steps since its
-    previous row over the seconds since it, and its clock (wall_time_s) restarts with each sitting: within a
-    sitting, the steps and seconds between two rows agree with steps_per_s."""
-    steps = number(row, "env_steps") - number(prev, "env_steps")
-    seconds = number(row, "wall_time_s") - number(prev, "wall_time_s")
-    return seconds < 0 or abs(steps - number(row, "steps_per_s") * seconds) > 2 + 0.01 * abs(steps)
-
-
 def curve(run: Path) -> list[dict]:
-    """Agent steps, wall time (minutes, summed over the sittings of a resumed run, less each sitting's time after
-    its last row) and the 100-game mean score of each row of progress.csv (episode_return_mean where the run logs
-    no games)."""
-    path = run / "progress.csv"
-    if not path.exists():
-        return []
-    points, offset, prev = [], 0.0, None
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if prev is not None and new_sitting(prev, row):
-                offset += number(prev, "wall_time_s")
-            prev, score = row, number(row, "game_score_mean")
-            points.append({"steps": int(float(row["env_steps"])), "minutes": (offset + number(row, "wall_time_s")) / 60,
-                           "score": score if score is not None else number(row, "episode_return_mean"),
-                           "entropy": number(row, "losses_entropy"), "eval": number(row, "eval_return_mean")})
-    return points
+    """Agent steps, wall time (minutes: the run's clock over all its sittings, as rl.report reads it) and the 100-game
+    mean score of each row of progress.csv (episode_return_mean where the run logs no games)."""
+    table = read_progress(run / "progress.csv", [])
+    steps = table.get("env_steps", np.array([]))
+
+    def column(name: str) -> list[float | None]:
+        values = table.get(name, np.full(len(steps), np.nan))
+        return [None if np.isnan(v) else float(v) for v in values]
+
+    scores, fallback = column("game_score_mean"), column("episode_return_mean")
+    return [{"steps": int(step), "minutes": float(wall) / 60, "score": score if score is not None else other,
+             "entropy": entropy, "eval": evaluation}
+            for step, wall, score, other, entropy, evaluation in zip(
+                steps, table.get("wall_time_s", np.zeros(len(steps))), scores, fallback, column("losses_entropy"),
+                column("eval_return_mean"))]
 
 
 def at_marks(points: list[dict], key: str, every: float) -> dict[float, dict]:

@@ -33,7 +33,6 @@ fixed budgets and the probability that elite beats uniform come from `python -m 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import signal
 import subprocess
@@ -45,7 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, print_table  # noqa: E402
-from elite_replay import finished, new_sitting, number  # noqa: E402
+from elite_replay import finished  # noqa: E402
+
+from rl.report.runs import read_progress  # noqa: E402
 
 ARMS = {"seaquest": {"uniform": "uniform_impala_seaquest", "elite": "elite_impala_seaquest",
                      "counter": "counter_impala_seaquest"},
@@ -110,20 +111,13 @@ def train(args, out: Path, arms: dict[str, str]) -> None:
 
 # ---------------------------------------------------------------------------------------------- reading
 def read(run: Path) -> dict[str, np.ndarray]:
-    """progress.csv's agent steps, wall minutes (summed over a resumed run's sittings) and the COLUMNS, as arrays
-    (NaN where a row lacks one)."""
-    path = run / "progress.csv"
-    rows, offset, prev = [], 0.0, None
-    if path.exists():
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                if prev is not None and new_sitting(prev, row):
-                    offset += number(prev, "wall_time_s")
-                prev = row
-                rows.append({"steps": float(row["env_steps"]), "minutes": (offset + number(row, "wall_time_s")) / 60,
-                             **{k: number(row, c) for k, c in COLUMNS.items()}})
-    return {k: np.array([np.nan if r[k] is None else r[k] for r in rows], float)
-            for k in ("steps", "minutes", *COLUMNS)}
+    """progress.csv's agent steps, wall minutes (the run's clock over all its sittings, as rl.report reads it) and
+    the COLUMNS, as arrays (NaN where a row lacks one)."""
+    table = read_progress(run / "progress.csv", [])
+    n = len(table.get("env_steps", []))
+    column = lambda name: table.get(name, np.full(n, np.nan))  # noqa: E731
+    return {"steps": column("env_steps"), "minutes": column("wall_time_s") / 60,
+            **{k: column(c) for k, c in COLUMNS.items()}}
 
 
 def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
