@@ -179,29 +179,37 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
 
 def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) -> tuple[dict, str, int | None]:
     """The lines' scores on one env for the aggregates: their final evaluations, or, where the lines trained for
-    different budgets, every run's latest evaluation at the smallest budget (a longer run's final score is not
-    comparable with a shorter one's). Returns {label: (runs x 1) scores}, the title, and the common step (None
-    when it is the final evaluation). `numbers`: each line's number on the page, for the note."""
+    different budgets or a line has no finished run yet, every run's latest evaluation at the smallest budget or
+    the least step an unfinished run has reached (a longer run's final score is not comparable with a shorter or
+    unfinished one's). Returns {label: (runs x 1) scores}, the title, and the common step (None when it is the
+    final evaluation). `numbers`: each line's number on the page, for the note."""
     counted = {line.label: [run for run in counted_runs(line) if run.final_score()[0] is not None]
                for line in members}
     budgets = {line.label: line.runs[0].train_steps for line in members}
     known = {b for b in budgets.values() if b}
-    if len(known) < 2:
+    reached = {run.name: run.final_score()[1] for runs in counted.values() for run in runs if not run.finished}
+    if len(known) < 2 and not reached:
         matrix = {label: np.array([[run.final_score()[0]] for run in runs]) for label, runs in counted.items()}
         return {k: v for k, v in matrix.items() if len(v)}, f"final evaluation return on {env}", None
-    common = min(known)
+    common = min(known | set(reached.values()))
     matrix, missing = {}, []
     for label, runs in counted.items():
         values = [run.score_at(common)[0] for run in runs]
         missing += [run.name for run, v in zip(runs, values) if v is None]
         if any(v is not None for v in values):
             matrix[label] = np.array([[v] for v in values if v is not None])
-    budget_text = ", ".join(f"line {numbers[label]}: {b} steps" for label, b in budgets.items())
-    notes.append(f"{env}: the lines trained for different budgets ({budget_text}); its aggregates and "
-                 f"probabilities of improvement compare every run at step {common}, the smallest budget, with its "
-                 f"latest evaluation at or before it; the lines table keeps each line's final score"
-                 + (f"; no evaluation by then in {', '.join(missing)}, left out" if missing else ""))
-    return matrix, f"evaluation return at step {common} on {env} (the smallest budget of its lines)", common
+    why = []
+    if len(known) > 1:
+        why.append("the lines trained for different budgets (" + ", ".join(
+            f"line {numbers[label]}: {b} steps" for label, b in budgets.items()) + ")")
+    if reached:
+        why.append("unfinished runs are compared where they are (" + ", ".join(
+            f"{name}: evaluated at step {step}" for name, step in reached.items()) + ")")
+    notes.append(f"{env}: {' and '.join(why)}; its aggregates and probabilities of improvement compare every run at "
+                 f"step {common} with its latest evaluation at or before it; the lines table keeps each line's final "
+                 f"score" + (f"; no evaluation by then in {', '.join(missing)}, left out" if missing else ""))
+    what = "the smallest budget of its lines" if common in known else "the least step an unfinished run has reached"
+    return matrix, f"evaluation return at step {common} on {env} ({what})", common
 
 
 def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: dict | None = None,

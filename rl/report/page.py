@@ -138,8 +138,8 @@ def lines_section(summary: dict) -> str:
     return ("<h2>Lines</h2><p>Runs that differ only in their seed are copies of one line; # is its number and colour "
             "in the figures. Final score: the evaluation at the end of training (eval.json) of its finished copies; "
             "while none has finished, their latest evaluations. IQM: as in the aggregates below (at a common step "
-            "where lines trained for different budgets). A run reaches the reference when its score is at least the "
-            "reference mean minus its std.</p>"
+            "where lines trained for different budgets or a line is still training). A run reaches the reference "
+            "when its score is at least the reference mean minus its std.</p>"
             + table(header, rows, {4, 5, 6}, nowrap={0, 2, 3}))
 
 

@@ -384,6 +384,21 @@ def test_lines_of_different_budgets_are_compared_at_the_smallest(tmp_path):
     assert line_of(summary, "ppo_cartpole train_steps=200")["final_mean"] == 90.5
 
 
+def test_a_line_still_training_is_compared_where_it_is_not_against_finished_scores(tmp_path):
+    """The same budget, but one line has no finished run yet (its latest evaluations are at step 60): the aggregates
+    compare every run at step 60 (the finished line's evaluation at 50, not its final at 100), and a note says so."""
+    for i in range(2):
+        make_run(tmp_path / "done" / f"copy_{i}", seed=i, final=10.0 + i, evals={50: 1.0, 100: 10.0 + i})
+        make_run(tmp_path / "going" / f"copy_{i}", seed=i, evals={30: 2.0, 60: 5.0 + i}, lr=3e-4)
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    (space,) = summary["aggregates"]
+    assert space["step"] == 60 and "unfinished run" in space["title"]
+    assert space["methods"]["ppo_cartpole lr=0.001"]["mean"]["value"] == 1.0
+    assert space["methods"]["ppo_cartpole lr=0.0003"]["mean"]["value"] == 5.5
+    assert any("unfinished runs are compared" in n and "step 60" in n for n in summary["notes"])
+    assert line_of(summary, "ppo_cartpole lr=0.001")["final_mean"] == 10.5
+
+
 def test_the_same_budget_compares_final_scores_without_a_note(tmp_path):
     copies(tmp_path / "a", [1.0, 2.0])
     copies(tmp_path / "b", [3.0, 4.0], lr=3e-4)
