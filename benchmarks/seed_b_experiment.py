@@ -11,6 +11,8 @@ device=cuda`: 400k steps in 140 s, start-up included; 2026-11-26), so a 2M-step 
 this project's 2-core VM with `--num_workers 2`, `uniform_impala_seaquest` ran 2M steps in 49 minutes (770-950 agent
 steps/s; 2026-11-26). To free the cores for a while, stop the driver with SIGTERM and start it again later (a
 SIGSTOPped run's wall clock would count the pause; a resumed one's continues from its checkpoint).
+A finished run's checkpoint keeps its replay (about 5 GB); `--prune_finished` deletes finished runs' training
+checkpoints (best.pt and the logs stay), which Breakout's runs need on a disk that holds Seaquest's nine.
 `--num_workers` and `--override` pass on to every run alike (e.g. fewer workers than the sets' 7 on a small machine:
 say so beside the results).
 
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, print_table  # noqa: E402
 from elite_replay import finished  # noqa: E402
 
+from rl.checkpoint import list_checkpoints  # noqa: E402
 from rl.report.runs import read_progress  # noqa: E402
 
 ARMS = {"seaquest": {"uniform": "uniform_impala_seaquest", "elite": "elite_impala_seaquest",
@@ -71,6 +74,17 @@ def command(args, set_name: str, run: Path, seed: int) -> list[str]:
     return cmd
 
 
+def prune(run: Path) -> None:
+    """Delete a finished run's training checkpoints (each holds the replay: about 5 GB at 10,000 sequences), keeping
+    best.pt (the agent of its best evaluation), eval.json and the logs; it cannot be trained further."""
+    freed = 0
+    for _, path in list_checkpoints(run):
+        freed += path.stat().st_size
+        path.unlink()
+    if freed:
+        print(f"{run.name}: finished; its training checkpoints deleted ({freed / 2**30:.1f} GiB)", flush=True)
+
+
 def train(args, out: Path, arms: dict[str, str]) -> None:
     """Every arm x seed not finished yet, `--jobs` at a time, seeds outermost (the arms of a seed run together)."""
     todo = [(arm, seed) for seed in args.seeds for arm in arms if not finished(run_dir(out, arm, seed), args.steps)]
@@ -78,6 +92,8 @@ def train(args, out: Path, arms: dict[str, str]) -> None:
         for arm in arms:
             if (arm, seed) not in todo:
                 print(f"{run_dir(out, arm, seed).name}: finished, skipped", flush=True)
+                if args.prune_finished:
+                    prune(run_dir(out, arm, seed))
     running: list[tuple[str, subprocess.Popen, float]] = []
 
     def stop(signum, frame):  # every run checkpoints and exits, then so does the driver
@@ -101,6 +117,8 @@ def train(args, out: Path, arms: dict[str, str]) -> None:
                 if proc.returncode != 0:
                     sys.exit(f"{name}: train.py exited with {proc.returncode}; see {out / (name + '.log')}")
                 print(f"{name}: done in {(time.perf_counter() - start) / 60:.1f} min", flush=True)
+                if args.prune_finished:
+                    prune(out / name)
     finally:
         for _, proc, _ in running:  # runs never outlive the driver: each saves a checkpoint on SIGTERM
             proc.terminate()
@@ -243,6 +261,9 @@ def main() -> None:
     p.add_argument("--window", type=float, default=100_000, help="agent steps per volatility window")
     p.add_argument("--nice", type=int, default=10, help="niceness of the training runs")
     p.add_argument("--report_only", action="store_true", help="report the runs there, train nothing")
+    p.add_argument("--prune_finished", action="store_true",
+                   help="delete finished runs' training checkpoints (about 5 GB each: the replay); best.pt and the "
+                        "logs stay, and such a run cannot be trained further")
     args = p.parse_args()
     arms = ARMS[args.game]
     unknown = [a for a in args.arms or () if a not in arms]
