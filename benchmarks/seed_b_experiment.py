@@ -211,13 +211,16 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
         slopes[key] = (np.mean(high) if high else np.nan, np.mean(low) if low else np.nan, len(high), len(low))
     print(f"\nscore slope (points per 1M agent steps) in windows of {width:,.0f} agent steps, high volatility: "
           f"policy KL >= {threshold:.3g} (the median of all {len(kls)} windows)")
-    rows = [{"run": f"{arm}_seed{seed}", "high-volatility slope": f"{h:+.1f} ({nh})", "low-volatility slope":
-             f"{lo:+.1f} ({nl})"} for (arm, seed), (h, lo, nh, nl) in slopes.items()]
+    def text(slope: float, count: int) -> str:
+        return f"{slope:+.1f} ({count})" if count else "- (0)"
+
+    rows = [{"run": f"{arm}_seed{seed}", "high-volatility slope": text(h, nh), "low-volatility slope": text(lo, nl)}
+            for (arm, seed), (h, lo, nh, nl) in slopes.items()]
     print_table(rows, ["run", "high-volatility slope", "low-volatility slope"])
     uniform = {seed: v for (arm, seed), v in slopes.items() if arm == "uniform"}
-    for arm in [a for a in runs if a != "uniform"]:
+    for arm in [a for a in runs if a != "uniform"]:  # seed by seed, where both runs have trained as far
         diffs = [(slopes[(arm, s)][0] - uniform[s][0], slopes[(arm, s)][1] - uniform[s][1]) for s in runs[arm]
-                 if s in uniform]
+                 if s in uniform and len(per_run[(arm, s)]) == len(per_run[("uniform", s)])]
         if diffs:
             high, low = np.array(diffs).T
             print(f"{arm} - uniform, seed by seed: high-volatility {np.round(high, 1).tolist()} (mean "
