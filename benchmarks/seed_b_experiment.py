@@ -29,7 +29,8 @@ fixed budgets and the probability that elite beats uniform come from `python -m 
 
     nice -n 10 .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --steps 2000000
     .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --report_only
-    .venv/bin/python -m rl.report runs/seed_b_experiment/seaquest --output runs/seed_b_experiment/seaquest/report
+    .venv/bin/python -m rl.report runs/seed_b_experiment/seaquest --output runs/seed_b_experiment/seaquest/report \
+        --at 500000 1000000 2000000
 """
 
 from __future__ import annotations
@@ -248,7 +249,8 @@ def report(args, out: Path, arms: dict[str, str]) -> None:
     volatility_table(runs, args.window)
     plot(runs, out / "seed_b_experiment.png", args.game)
     print(f"\nplot: {out / 'seed_b_experiment.png'}")
-    print(f"IQM and probability of improvement: .venv/bin/python -m rl.report {out} --output {out / 'report'}")
+    print(f"IQM and probability of improvement: .venv/bin/python -m rl.report {out} --output {out / 'report'} "
+          f"--at 500000 1000000 {args.steps}")
 
 
 def main() -> None:

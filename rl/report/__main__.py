@@ -19,6 +19,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a run folder, a folder of copy_<i> or trial_<i> runs, or a folder of several of those")
     p.add_argument("--output", type=Path, default=Path("report"), help="folder for the page (default: report)")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replications for the intervals (default 2000)")
+    p.add_argument("--at", type=int, nargs="+", default=[], metavar="STEP",
+                   help="agent steps at which to take the aggregates too (fixed budgets), beside the final ones")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -30,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.reps < 100:
             raise ConfigError(f"--reps must be at least 100 for a 95% interval, got {args.reps}")
-        write_report(args.paths, args.output, quiet=args.quiet, reps=args.reps)
+        if any(step <= 0 for step in args.at):
+            raise ConfigError(f"--at takes agent steps above 0, got {min(args.at)}")
+        write_report(args.paths, args.output, quiet=args.quiet, reps=args.reps, at=tuple(sorted(set(args.at))))
     except ConfigError as exc:
         print(f"error: {first_line(exc)}", file=sys.stderr)
         return 2

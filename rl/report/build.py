@@ -103,8 +103,9 @@ def _score_matrix(columns: list[list[float]]) -> tuple[np.ndarray, int]:
     return np.array([c[:fewest] for c in columns], dtype=float).T, sum(len(c) - fewest for c in columns)
 
 
-def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
-    """The summary dict (numbers only, JSON-ready), the lines, and the curves for drawing."""
+def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = ()) -> tuple[dict, list[Line], dict]:
+    """The summary dict (numbers only, JSON-ready), the lines, and the curves for drawing; `at`: agent steps at which
+    the aggregates are also taken (fixed budgets), beside the final ones."""
     lines = group_lines(runs)
     notes: list[str] = []
     run_rows, line_rows, drawn = [], [], {}
@@ -149,6 +150,11 @@ def compute(runs: list[Run], reps: int = 2000) -> tuple[dict, list[Line], dict]:
         matrix, title, common = _env_scores(env, members, notes, {row["label"]: row["key"] for row in line_rows})
         if matrix:
             spaces.append(_space(env, title, matrix, reps, profile=len(matrix) > 1, step=common))
+        for step in at:
+            matrix = _scores_at(env, members, step, notes)
+            if matrix:
+                spaces.append(_space(f"{env} at {step}", f"evaluation return at step {step} on {env} (a fixed budget)",
+                                     matrix, reps, profile=len(matrix) > 1, step=step, env=env))
     atari = [(line, row) for line, row in zip(lines, line_rows) if scores.human_normalized(line.env, 0.0) is not None]
     if len({line.env for line, _ in atari}) > 1:  # several games: human-normalised, across games
         by_method: dict[str, dict[str, list[float]]] = {}
@@ -212,13 +218,32 @@ def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) 
     return matrix, f"evaluation return at step {common} on {env} ({what})", common
 
 
+def _scores_at(env: str, members: list[Line], step: int, notes: list[str]) -> dict:
+    """Every run's latest evaluation at or before `step`, of the runs that have trained that far (finished or not),
+    as {label: (runs x 1) scores}; the runs not there yet are left out, with a note."""
+    matrix, short = {}, []
+    for line in members:
+        values = []
+        for run in line.runs:
+            if max(run.last_step, run.final_score()[1] or 0) < step:
+                short.append(run.name)
+            elif (value := run.score_at(step)[0]) is not None:
+                values.append([value])
+        if values:
+            matrix[line.label] = np.array(values)
+    if short:
+        notes.append(f"{env} at step {step}: {', '.join(short)} not there yet, left out")
+    return matrix
+
+
 def _space(key: str, title: str, matrix: dict, reps: int, profile: bool, games: dict | None = None,
-           step: int | None = None) -> dict:
+           step: int | None = None, env: str | None = None) -> dict:
     """One table of aggregates: `matrix` holds each method's (runs x tasks) scores, final ones or, with `step`,
     those at that common step."""
     from rl.report.stats import aggregates, median_definition, performance_profiles, probabilities_of_improvement
 
-    space = {"key": key, "title": title, "step": step, "runs": {m: int(v.shape[0]) for m, v in matrix.items()},
+    space = {"key": key, "env": env or key, "title": title, "step": step,
+             "runs": {m: int(v.shape[0]) for m, v in matrix.items()},
              "methods": aggregates(matrix, reps=reps), "games": games, "profile": None,
              "median": median_definition(next(iter(matrix.values())).shape[1]),
              "probability_of_improvement": probabilities_of_improvement(_same_games(matrix, games), reps=reps)}
@@ -281,17 +306,19 @@ def draw(summary: dict, lines: list[Line], drawn: dict, output: Path) -> dict:
             prof = {"tau": np.array(space["profile"]["tau"]),
                     "profiles": {m: np.array(v) for m, v in space["profile"]["profiles"].items()},
                     "bands": {m: np.array(v) for m, v in space["profile"]["bands"].items()}}
-            xlabel = ("human-normalised score (tau)" if space["key"] == "atari" else f"final return on {space['key']}"
-                      if space["step"] is None else f"return at step {space['step']} on {space['key']}")
+            xlabel = ("human-normalised score (tau)" if space["key"] == "atari" else f"final return on {space['env']}"
+                      if space["step"] is None else f"return at step {space['step']} on {space['env']}")
             figures["profiles"][space["key"]] = plots.save(
                 plots.profile_figure(space["title"], xlabel, prof, colours, shown), output, f"profile_{stem}")
     summary["figures"] = figures
     return figures
 
 
-def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int = 2000) -> dict:
-    """Read the runs under `paths`, write `output/index.html`, `output/summary.json` and the figures; return the
-    summary. No runs at all, a path that does not exist or an output that is a file: ConfigError."""
+def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int = 2000,
+                 at: tuple[int, ...] = ()) -> dict:
+    """Read the runs under `paths`, write `output/index.html`, `output/summary.json` and the figures, with the
+    aggregates also at the agent steps `at`; return the summary. No runs at all, a path that does not exist or an
+    output that is a file: ConfigError."""
     from rl.report.page import write_page
 
     paths = [Path(p) for p in paths]
@@ -306,7 +333,7 @@ def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int
         raise ConfigError(f"--output {output} is a file, not a folder")
     output.mkdir(parents=True, exist_ok=True)
     with threadpool_limits(1):  # small arrays: one BLAS/OpenMP thread, beside the runs that may share the machine
-        summary, lines, drawn = compute(runs, reps=reps)
+        summary, lines, drawn = compute(runs, reps=reps, at=tuple(at))
         summary = {"generated": datetime.datetime.now().isoformat(timespec="seconds"),
                    "inputs": [str(p) for p in paths], **summary, "notes": notes + summary["notes"],
                    "reference_sources": scores.SOURCES}

@@ -399,6 +399,27 @@ def test_a_line_still_training_is_compared_where_it_is_not_against_finished_scor
     assert line_of(summary, "ppo_cartpole lr=0.001")["final_mean"] == 10.5
 
 
+def test_aggregates_at_fixed_budgets_take_each_run_there_and_leave_out_runs_not_there_yet(tmp_path, capsys):
+    """`--at 50 100`: at 50 every run's latest evaluation at or before it (both lines' copies, the unfinished one
+    too); at 100 the unfinished copy (at step 60) is left out with a note. A step of 0 is one line, exit 2."""
+    for i in range(2):
+        make_run(tmp_path / "a" / f"copy_{i}", seed=i, final=10.0 + i, evals={40: 1.0 + i, 100: 10.0 + i})
+    make_run(tmp_path / "b" / "copy_0", seed=0, final=20.0, evals={50: 3.0, 100: 20.0}, lr=3e-4)
+    make_run(tmp_path / "b" / "copy_1", seed=1, evals={50: 5.0, 60: 6.0}, lr=3e-4)
+    summary = write_report([tmp_path], tmp_path / "out", quiet=True, reps=200, at=(50, 100))
+    spaces = {space["step"]: space for space in summary["aggregates"] if space["key"].endswith((" at 50", " at 100"))}
+    a, b = "ppo_cartpole lr=0.001", "ppo_cartpole lr=0.0003"
+    assert spaces[50]["runs"] == {a: 2, b: 2} and spaces[100]["runs"] == {a: 2, b: 1}
+    assert spaces[50]["methods"][a]["mean"]["value"] == 1.5 and spaces[50]["methods"][b]["mean"]["value"] == 4.0
+    assert spaces[100]["methods"][b]["mean"]["value"] == 20.0
+    assert (spaces[50]["probability_of_improvement"][0]["value"]
+            == (1.0 if spaces[50]["probability_of_improvement"][0]["x"] == b else 0.0))
+    assert any("at step 100" in n and "b/copy_1 not there yet" in n for n in summary["notes"])
+    assert (tmp_path / "out" / "aggregates_cartpole-v1-at-50.png").is_file()
+    assert report_main([str(tmp_path), "--output", str(tmp_path / "out2"), "--at", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --at takes agent steps above 0")
+
+
 def test_the_same_budget_compares_final_scores_without_a_note(tmp_path):
     copies(tmp_path / "a", [1.0, 2.0])
     copies(tmp_path / "b", [3.0, 4.0], lr=3e-4)
