@@ -225,7 +225,9 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
         if diffs:
             high, low = np.array(diffs).T
             print(f"{arm} - uniform, seed by seed: high-volatility {np.round(high, 1).tolist()} (mean "
-                  f"{np.nanmean(high):+.1f}), low-volatility {np.round(low, 1).tolist()} (mean {np.nanmean(low):+.1f})")
+                  f"{np.nanmean(high):+.1f}, above 0 in {(high > 0).sum()} of {len(high)}), low-volatility "
+                  f"{np.round(low, 1).tolist()} (mean {np.nanmean(low):+.1f}, above 0 in {(low > 0).sum()} of "
+                  f"{len(low)})")
 
 
 def report(args, out: Path, arms: dict[str, str]) -> None:
