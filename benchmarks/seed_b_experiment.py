@@ -186,10 +186,13 @@ def plot(runs: dict[str, dict[int, dict]], path: Path, game: str) -> None:
             scale = 1e6 if x == "steps" else 60
             with np.errstate(all="ignore"):
                 mean, low, high = (f(curves[:, seen], axis=0) for f in (np.nanmean, np.nanmin, np.nanmax))
-            ax.plot(grid[seen] / scale, mean, color=COLOURS[arm], label=f"{arm} ({len(seeds)} seeds)")
+            count = f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
+            ax.plot(grid[seen] / scale, mean, color=COLOURS[arm], label=f"{arm} ({count})")
             ax.fill_between(grid[seen] / scale, low, high, color=COLOURS[arm], alpha=0.2)
         ax.set_xlabel("agent steps (millions)" if x == "steps" else "wall time (hours)")
         ax.set_ylabel(label)
+        if y.endswith("_kl"):  # an early spike would flatten the rest on a linear axis
+            ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(f"seed B's experiment on {game}: mean over seeds, band lowest to highest seed")
