@@ -123,8 +123,9 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
             print(f"\n{signals.name(signum)}{where}: saved a checkpoint at step {agent.env_steps}; run the same "
                   f"command to resume.", flush=True)
             raise SystemExit(signals.exit_code(signum))
-    if stopped_early:  # its evaluation is logged and checkpointed already
+    if stopped_early:  # its evaluation is logged and checkpointed already; eval.json says where and why it ended
         logger.close()
+        write_json(output_dir / "eval.json", {"mode": "stopped_early", **stopped_early}, indent=2)
         return stopped_early
     returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
     best.offer(agent, returns)

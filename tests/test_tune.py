@@ -159,7 +159,9 @@ def test_a_search_prunes_a_bad_trial_and_prints_an_override_that_reproduces_the_
     saved = json.loads((out / "trial_1" / "hparams.json").read_text())["hparams"]
     assert saved["lr"] == 0.5 and saved["batch_size"] == 256 and saved["eval_interval"] == 500  # the trial's values
     pruned_at = max(trials[1].intermediate_values)
-    assert 1000 <= pruned_at < 3000 and not (out / "trial_1" / "eval.json").exists()  # stopped at an evaluation
+    assert 1000 <= pruned_at < 3000
+    ended = json.loads((out / "trial_1" / "eval.json").read_text())  # stopped at an evaluation, and says so
+    assert ended["mode"] == "stopped_early" and pruned_at <= ended["env_steps"] < pruned_at + 500
 
     best = json.loads((out / "best.json").read_text())
     assert best["trial"] == 0 and best["value"] == trials[0].value

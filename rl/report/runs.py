@@ -165,7 +165,7 @@ class Run:
 
     def status(self) -> str:
         if self.final is not None:
-            return "finished"
+            return "stopped early" if self.final.get("mode") == "stopped_early" else "finished"
         if not len(self.columns.get("env_steps", ())):
             return "not started"
         return "unfinished"

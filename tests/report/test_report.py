@@ -399,6 +399,19 @@ def test_a_line_still_training_is_compared_where_it_is_not_against_finished_scor
     assert line_of(summary, "ppo_cartpole lr=0.001")["final_mean"] == 10.5
 
 
+def test_a_trial_stopped_early_is_a_run_that_ended_not_one_still_training(tmp_path):
+    """A search's pruned trial (eval.json of mode stopped_early at step 60) is listed as stopped early and compared
+    by the evaluation it stopped at, as a search compares its trials: no common step is forced on the others."""
+    make_run(tmp_path / "trial_0", final=10.0, evals={50: 1.0, 100: 10.0})
+    pruned = make_run(tmp_path / "trial_1", evals={30: 2.0, 60: 3.0}, lr=0.5)
+    (pruned / "eval.json").write_text(json.dumps({"mode": "stopped_early", "mean_return": 3.0, "std_return": 0.0,
+                                                  "env_steps": 60, "stopped_early": True}))
+    summary, _, _ = compute(read_runs([tmp_path])[0], reps=200)
+    assert sorted(r["status"] for r in summary["runs"]) == ["finished", "stopped early"]
+    (space,) = summary["aggregates"]
+    assert space["step"] is None and not any("unfinished runs" in n for n in summary["notes"])
+
+
 def test_aggregates_at_fixed_budgets_take_each_run_there_and_leave_out_runs_not_there_yet(tmp_path, capsys):
     """`--at 50 100`: at 50 every run's latest evaluation at or before it (both lines' copies, the unfinished one
     too); at 100 the unfinished copy (at step 60) is left out with a note. A step of 0 is one line, exit 2."""
