@@ -7,7 +7,10 @@ OUTPUT_DIR/GAME/ARM_seedS (log beside it, ARM_seedS.log), `--jobs` runs at once 
 16-core GPU machine). A finished run (eval.json at STEPS) is skipped and an unfinished one resumes from its newest
 checkpoint, so the driver can be stopped (Ctrl-C or SIGTERM: every run checkpoints and exits) and started again.
 Speed: `elite_impala_seaquest` ran at about 6,500 agent steps/s on a lent H200 with 16 cores (`--override
-device=cuda`: 400k steps in 140 s, start-up included; 2026-11-26), so a 2M-step run takes about 6 minutes there; on
+device=cuda`: 400k steps in 140 s, start-up included; 2026-11-26), so a 2M-step run takes about 6 minutes there;
+two Breakout runs side by side on a lent H100 with 16 cores took 5-6.5 minutes for 1M steps each (about 4,000 agent
+steps/s each with 7 workers x 5 envs: `--game breakout --seeds 1 --jobs 2 --steps 1000000 --override
+device=cuda,eval_interval=250000`; 2026-11-26); on
 this project's 2-core VM with `--num_workers 2`, `uniform_impala_seaquest` ran 2M steps in 49 minutes (770-950 agent
 steps/s; 2026-11-26). To free the cores for a while, stop the driver with SIGTERM and start it again later (a
 SIGSTOPped run's wall clock would count the pause; a resumed one's continues from its checkpoint).
@@ -208,11 +211,13 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
         print(f"\nvolatility: no window of {width:,.0f} agent steps with both a policy KL and a score yet")
         return
     threshold = float(np.median(kls))
-    slopes = {}
-    for key, ws in per_run.items():
+
+    def by_volatility(ws: list[dict]) -> tuple[float, float, int, int]:
         high = [w["slope"] for w in ws if w["policy_kl"] >= threshold]
         low = [w["slope"] for w in ws if w["policy_kl"] < threshold]
-        slopes[key] = (np.mean(high) if high else np.nan, np.mean(low) if low else np.nan, len(high), len(low))
+        return np.mean(high) if high else np.nan, np.mean(low) if low else np.nan, len(high), len(low)
+
+    slopes = {key: by_volatility(ws) for key, ws in per_run.items()}
     print(f"\nscore slope (points per 1M agent steps) in windows of {width:,.0f} agent steps, high volatility: "
           f"policy KL >= {threshold:.3g} (the median of all {len(kls)} windows)")
     def text(slope: float, count: int) -> str:
@@ -221,10 +226,15 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
     rows = [{"run": f"{arm}_seed{seed}", "high-volatility slope": text(h, nh), "low-volatility slope": text(lo, nl)}
             for (arm, seed), (h, lo, nh, nl) in slopes.items()]
     print_table(rows, ["run", "high-volatility slope", "low-volatility slope"])
-    uniform = {seed: v for (arm, seed), v in slopes.items() if arm == "uniform"}
-    for arm in [a for a in runs if a != "uniform"]:  # seed by seed, where both runs have trained as far
-        diffs = [(slopes[(arm, s)][0] - uniform[s][0], slopes[(arm, s)][1] - uniform[s][1]) for s in runs[arm]
-                 if s in uniform and len(per_run[(arm, s)]) == len(per_run[("uniform", s)])]
+    for arm in [a for a in runs if a != "uniform"]:  # seed by seed, over the windows both runs have trained through
+        diffs = []
+        for s in runs[arm]:
+            if ("uniform", s) in per_run:
+                ours, theirs = per_run[(arm, s)], per_run[("uniform", s)]
+                both = {w["start"] for w in ours} & {w["start"] for w in theirs}
+                (h, lo, *_), (uh, ulo, *_) = (by_volatility([w for w in ws if w["start"] in both])
+                                              for ws in (ours, theirs))
+                diffs.append((h - uh, lo - ulo))
         if diffs:
             high, low = np.array(diffs).T
             print(f"{arm} - uniform, seed by seed: high-volatility {np.round(high, 1).tolist()} (mean "

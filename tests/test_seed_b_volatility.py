@@ -1,0 +1,35 @@
+"""Seed B's driver's volatility test (benchmarks/seed_b_experiment.py): elite against uniform seed by seed, over the
+windows both runs trained through, so a run stopped short of its twin is compared where they overlap, not dropped
+and not compared against windows it never reached."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import seed_b_experiment as driver  # noqa: E402
+
+
+def run(steps: int, kl: list[float], slope_per_window: list[float]) -> dict[str, np.ndarray]:
+    """A run logged every 10k steps up to `steps`: window w (100k wide) has policy KL kl[w] and its score climbs by
+    slope_per_window[w] points per 1M steps."""
+    x = np.arange(0, steps + 1, 10_000, dtype=float)
+    w = np.minimum((np.maximum(x - 1, 0) // 100_000).astype(int), len(kl) - 1)
+    rate = np.array(slope_per_window)[w] / 1e6
+    score = np.concatenate([[0.0], np.cumsum(rate[1:] * 10_000)])
+    return {"steps": x, "minutes": x / 1000, "score": score, "policy_kl": np.array(kl)[w],
+            "replay_kl": np.zeros_like(x), "lambda": np.ones_like(x)}
+
+
+def test_a_run_stopped_short_is_compared_over_the_windows_both_reached(capsys):
+    kl = [0.1, 0.1, 0.001, 0.001]  # windows 0-1 high volatility, 2-3 low (the median is the threshold)
+    uniform = run(400_000, kl, [100, 100, 50, 900])
+    elite = run(350_000, kl, [300, 300, 70, 0])  # stopped before its last window
+    driver.volatility_table({"uniform": {1: uniform}, "elite": {1: elite}}, 100_000)
+    line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform"))
+    # high: 300 - 100; low over window 2 only (uniform's window 3, which elite never reached, is left out): 70 - 50
+    assert "high-volatility [200.0]" in line and "low-volatility [20.0]" in line
+    assert "above 0 in 1 of 1" in line
