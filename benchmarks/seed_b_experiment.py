@@ -25,8 +25,9 @@ set, the behaviour-vs-target KL on the replayed steps, and lambda, to OUTPUT_DIR
 volatility test as the claim states it, defined here before any run: each run's training is cut into windows of
 `--window` agent steps; a window is high-volatility when its mean volatility/policy_kl is at or above the median of
 all windows of all runs of the game (one threshold for every arm); the score slope of a window is the change of the
-100-game mean score across it, per million agent steps. Printed: each arm's mean slope in high- and in low-volatility
-windows, and elite's (and the ablation's) difference to uniform in each, seed by seed. rliable's IQM with intervals at
+100-game mean score across it, per million agent steps. Added after Seaquest's seed 1 showed the training score
+following the policy's entropy: the same slope of the greedy evaluation, where the run evaluated at both ends of the
+window. Printed, for each of the two: each arm's mean slope in high- and in low-volatility windows, and elite's (and the ablation's) difference to uniform in each, seed by seed. rliable's IQM with intervals at
 fixed budgets and the probability that elite beats uniform come from `python -m rl.report` over the same folder
 (printed at the end).
 
@@ -60,7 +61,8 @@ ARMS = {"seaquest": {"uniform": "uniform_impala_seaquest", "elite": "elite_impal
         "breakout": {"uniform": "uniform_impala_breakout", "elite": "elite_impala_breakout"}}
 COLOURS = {"uniform": "tab:blue", "elite": "tab:red", "counter": "tab:green"}
 COLUMNS = {"score": "game_score_mean", "policy_kl": "volatility_policy_kl", "replay_kl": "volatility_replay_kl",
-           "lambda": "replay_lambda"}
+           "lambda": "replay_lambda", "eval": "eval_return_mean"}
+MEASURES = {"slope": "100-game training score", "eval_slope": "greedy evaluation"}  # the slopes of a window
 
 
 # ---------------------------------------------------------------------------------------------- training
@@ -153,15 +155,20 @@ def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 def windows(data: dict[str, np.ndarray], width: float) -> list[dict]:
-    """The run's windows of `width` agent steps: mean policy KL of the rows inside, score slope across (per 1M)."""
+    """The run's windows of `width` agent steps: mean policy KL of the rows inside, and per 1M steps the slope of the
+    100-game training score across (interpolated at the ends) and of the greedy evaluation (NaN unless the run
+    evaluated at both ends: the evaluations are too few to interpolate)."""
     out = []
+    evaluated = dict(zip(data["steps"][~np.isnan(data["eval"])], data["eval"][~np.isnan(data["eval"])]))
     for start in np.arange(0, np.nanmax(data["steps"], initial=0) - width + 1, width):
         inside = (data["steps"] > start) & (data["steps"] <= start + width)
         kl = data["policy_kl"][inside]
         ends = on_grid(data["steps"], data["score"], np.array([start, start + width]))
         if np.isnan(kl).all() or np.isnan(ends).any():
             continue
-        out.append({"start": start, "policy_kl": float(np.nanmean(kl)), "slope": (ends[1] - ends[0]) / width * 1e6})
+        evals = evaluated.get(start, np.nan), evaluated.get(start + width, np.nan)
+        out.append({"start": start, "policy_kl": float(np.nanmean(kl)), "slope": (ends[1] - ends[0]) / width * 1e6,
+                    "eval_slope": (evals[1] - evals[0]) / width * 1e6})
     return out
 
 
@@ -211,36 +218,42 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
         print(f"\nvolatility: no window of {width:,.0f} agent steps with both a policy KL and a score yet")
         return
     threshold = float(np.median(kls))
+    print(f"\nslopes (points per 1M agent steps) in windows of {width:,.0f} agent steps, high volatility: policy KL >= "
+          f"{threshold:.3g} (the median of all {len(kls)} windows); (n): windows with that slope")
+    for measure, name in MEASURES.items():
+        def by_volatility(ws: list[dict], measure: str = measure) -> tuple[float, float, int, int]:
+            """Mean slope in high- and in low-volatility windows, and how many windows each."""
+            high = [w[measure] for w in ws if w["policy_kl"] >= threshold and not np.isnan(w[measure])]
+            low = [w[measure] for w in ws if w["policy_kl"] < threshold and not np.isnan(w[measure])]
+            return np.mean(high) if high else np.nan, np.mean(low) if low else np.nan, len(high), len(low)
 
-    def by_volatility(ws: list[dict]) -> tuple[float, float, int, int]:
-        high = [w["slope"] for w in ws if w["policy_kl"] >= threshold]
-        low = [w["slope"] for w in ws if w["policy_kl"] < threshold]
-        return np.mean(high) if high else np.nan, np.mean(low) if low else np.nan, len(high), len(low)
+        def text(slope: float, count: int) -> str:
+            return f"{slope:+.1f} ({count})" if count else "- (0)"
 
-    slopes = {key: by_volatility(ws) for key, ws in per_run.items()}
-    print(f"\nscore slope (points per 1M agent steps) in windows of {width:,.0f} agent steps, high volatility: "
-          f"policy KL >= {threshold:.3g} (the median of all {len(kls)} windows)")
-    def text(slope: float, count: int) -> str:
-        return f"{slope:+.1f} ({count})" if count else "- (0)"
-
-    rows = [{"run": f"{arm}_seed{seed}", "high-volatility slope": text(h, nh), "low-volatility slope": text(lo, nl)}
-            for (arm, seed), (h, lo, nh, nl) in slopes.items()]
-    print_table(rows, ["run", "high-volatility slope", "low-volatility slope"])
-    for arm in [a for a in runs if a != "uniform"]:  # seed by seed, over the windows both runs have trained through
-        diffs = []
-        for s in runs[arm]:
-            if ("uniform", s) in per_run:
-                ours, theirs = per_run[(arm, s)], per_run[("uniform", s)]
-                both = {w["start"] for w in ours} & {w["start"] for w in theirs}
-                (h, lo, *_), (uh, ulo, *_) = (by_volatility([w for w in ws if w["start"] in both])
-                                              for ws in (ours, theirs))
-                diffs.append((h - uh, lo - ulo))
-        if diffs:
-            high, low = np.array(diffs).T
-            print(f"{arm} - uniform, seed by seed: high-volatility {np.round(high, 1).tolist()} (mean "
-                  f"{np.nanmean(high):+.1f}, above 0 in {(high > 0).sum()} of {len(high)}), low-volatility "
-                  f"{np.round(low, 1).tolist()} (mean {np.nanmean(low):+.1f}, above 0 in {(low > 0).sum()} of "
-                  f"{len(low)})")
+        slopes = {key: by_volatility(ws) for key, ws in per_run.items()}
+        if not any(nh + nl for *_, nh, nl in slopes.values()):
+            print(f"\n{name}: no window with a slope (a greedy evaluation at both ends of a window)")
+            continue
+        rows = [{"run": f"{arm}_seed{seed}", "high-volatility slope": text(h, nh), "low-volatility slope": text(lo, nl)}
+                for (arm, seed), (h, lo, nh, nl) in slopes.items()]
+        print(f"\n{name}:")
+        print_table(rows, ["run", "high-volatility slope", "low-volatility slope"])
+        for arm in [a for a in runs if a != "uniform"]:  # seed by seed, over the windows both runs trained through
+            diffs = []
+            for s in runs[arm]:
+                if ("uniform", s) in per_run:
+                    ours, theirs = per_run[(arm, s)], per_run[("uniform", s)]
+                    both = {w["start"] for w in ours} & {w["start"] for w in theirs}
+                    (h, lo, *_), (uh, ulo, *_) = (by_volatility([w for w in ws if w["start"] in both])
+                                                  for ws in (ours, theirs))
+                    diffs.append((h - uh, lo - ulo))
+            if diffs:
+                high, low = np.array(diffs).T
+                mean = lambda v: np.nanmean(v) if (~np.isnan(v)).any() else np.nan  # noqa: E731
+                print(f"{arm} - uniform, seed by seed: high-volatility {np.round(high, 1).tolist()} (mean "
+                      f"{mean(high):+.1f}, above 0 in {(high > 0).sum()} of {len(high)}), low-volatility "
+                      f"{np.round(low, 1).tolist()} (mean {mean(low):+.1f}, above 0 in {(low > 0).sum()} of "
+                      f"{len(low)})")
 
 
 def report(args, out: Path, arms: dict[str, str]) -> None:

@@ -13,23 +13,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import seed_b_experiment as driver  # noqa: E402
 
 
-def run(steps: int, kl: list[float], slope_per_window: list[float]) -> dict[str, np.ndarray]:
+def run(steps: int, kl: list[float], slope_per_window: list[float], evaluated_to: int) -> dict[str, np.ndarray]:
     """A run logged every 10k steps up to `steps`: window w (100k wide) has policy KL kl[w] and its score climbs by
-    slope_per_window[w] points per 1M steps."""
+    slope_per_window[w] points per 1M steps; greedy evaluations (of the same score) every 100k up to `evaluated_to`."""
     x = np.arange(0, steps + 1, 10_000, dtype=float)
     w = np.minimum((np.maximum(x - 1, 0) // 100_000).astype(int), len(kl) - 1)
     rate = np.array(slope_per_window)[w] / 1e6
     score = np.concatenate([[0.0], np.cumsum(rate[1:] * 10_000)])
+    evaluation = np.where((x % 100_000 == 0) & (x <= evaluated_to), score, np.nan)
     return {"steps": x, "minutes": x / 1000, "score": score, "policy_kl": np.array(kl)[w],
-            "replay_kl": np.zeros_like(x), "lambda": np.ones_like(x)}
+            "replay_kl": np.zeros_like(x), "lambda": np.ones_like(x), "eval": evaluation}
 
 
 def test_a_run_stopped_short_is_compared_over_the_windows_both_reached(capsys):
     kl = [0.1, 0.1, 0.001, 0.001]  # windows 0-1 high volatility, 2-3 low (the median is the threshold)
-    uniform = run(400_000, kl, [100, 100, 50, 900])
-    elite = run(350_000, kl, [300, 300, 70, 0])  # stopped before its last window
+    uniform = run(400_000, kl, [100, 100, 50, 900], evaluated_to=400_000)
+    elite = run(350_000, kl, [300, 300, 70, 0], evaluated_to=200_000)  # stopped before its last window
     driver.volatility_table({"uniform": {1: uniform}, "elite": {1: elite}}, 100_000)
-    line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform"))
+    score, greedy = [t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform")]
     # high: 300 - 100; low over window 2 only (uniform's window 3, which elite never reached, is left out): 70 - 50
-    assert "high-volatility [200.0]" in line and "low-volatility [20.0]" in line
-    assert "above 0 in 1 of 1" in line
+    assert "high-volatility [200.0]" in score and "low-volatility [20.0]" in score
+    assert "above 0 in 1 of 1" in score
+    # the greedy evaluations: elite was not evaluated at 300k, so its window 2 has no greedy slope (not interpolated)
+    assert "high-volatility [200.0]" in greedy and "low-volatility [nan]" in greedy
