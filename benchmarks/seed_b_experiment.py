@@ -27,9 +27,9 @@ volatility test as the claim states it, defined here before any run: each run's 
 all windows of all runs of the game (one threshold for every arm); the score slope of a window is the change of the
 100-game mean score across it, per million agent steps. Added after Seaquest's seed 1 showed the training score
 following the policy's entropy: the same slope of the greedy evaluation, where the run evaluated at both ends of the
-window. Printed, for each of the two: each arm's mean slope in high- and in low-volatility windows, and elite's (and the ablation's) difference to uniform in each, seed by seed. rliable's IQM with intervals at
-fixed budgets and the probability that elite beats uniform come from `python -m rl.report` over the same folder
-(printed at the end).
+window. Printed, for each of the two: each arm's mean slope in high- and in low-volatility windows, and elite's
+(and the ablation's) difference to uniform in each, seed by seed. rliable's IQM with intervals at fixed budgets and
+the probability that elite beats uniform come from `python -m rl.report` over the same folder (printed at the end).
 
     nice -n 10 .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --steps 2000000
     .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --report_only
