@@ -192,6 +192,13 @@ def sac_hopper_bullet() -> HParams:
 
 
 @hparams.register
+def sac_ant_bullet_zoo() -> HParams:
+    """rl-baselines3-zoo hyperparams/sac.yml, AntBulletEnv-v0: the defaults (zoo 3,073), beside `sac_ant_bullet`,
+    PyTorchRL's settings (a quarter of the gradient steps per env step, tuned for a 10M-step run)."""
+    return zoo_bullet_sac("AntBulletEnv-v0")
+
+
+@hparams.register
 def sac_walker_bullet() -> HParams:
     """rl-baselines3-zoo hyperparams/sac.yml, Walker2DBulletEnv-v0: the defaults with lr decaying linearly (zoo
     2,292)."""
