@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,24 +20,49 @@ from rl.envs.episode_stats import game_over, game_rewards
 from rl.video import env_fps, write_mp4
 
 
-def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
-    """Returns of `episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh
-    vector env; on envs that report games (Atari) an episode is a whole game and its return the unclipped score."""
-    returns: list[float] = []
-    while len(returns) < episodes:
-        n = min(episodes - len(returns), 32)
+@dataclass
+class Games:
+    """What evaluation episodes gave: each one's return, its length in agent steps, and whether the time limit ended
+    it (a greedy Atari policy that never serves again after a lost life plays on until the limit)."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    time_limited: list[bool] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """eval.json's fields beside the returns."""
+        return {"lengths": self.lengths, "time_limited": int(sum(self.time_limited))}
+
+
+def play(agent, hp, episodes: int, seed: int) -> Games:
+    """`episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh vector env;
+    on envs that report games (Atari) an episode is a whole game and its return the unclipped score."""
+    games = Games()
+    while len(games.returns) < episodes:
+        n = min(episodes - len(games.returns), 32)
         env = make_env(hp, num_envs=n, vector_mode="sync")
-        obs, _ = env.reset(seed=seed + len(returns))
+        obs, _ = env.reset(seed=seed + len(games.returns))
         state = agent.eval_state(n)
-        total, running = np.zeros(n), np.ones(n, bool)
+        total, length = np.zeros(n), np.zeros(n, int)
+        running, limited = np.ones(n, bool), np.zeros(n, bool)
         while running.any():
             actions, state = agent.act_eval(obs, state)
             obs, rewards, terminated, truncated, info = env.step(actions)
             total += game_rewards(rewards, info) * running
-            running &= ~game_over(terminated, truncated, info)
+            length += running
+            over = game_over(terminated, truncated, info) & running
+            limited |= over & np.asarray(truncated, bool) & ~np.asarray(terminated, bool)
+            running &= ~over
         env.close()
-        returns += total.tolist()
-    return returns
+        games.returns += total.tolist()
+        games.lengths += length.tolist()
+        games.time_limited += limited.tolist()
+    return games
+
+
+def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
+    """The returns of `play`'s episodes."""
+    return play(agent, hp, episodes, seed).returns
 
 
 def record_videos(agent, hp, episodes: int, folder: Path, seed: int, human: bool = False) -> tuple[list[float], list]:
@@ -86,12 +112,14 @@ def test(hp, output_dir: Path, render: bool = False, record_video: bool = False,
     if render and not human:
         print("--render: no display found (DISPLAY/WAYLAND_DISPLAY unset); use --record_video True to write mp4 "
               "files instead", file=sys.stderr)
+    extra: dict = {}
     if human or record_video:
         returns, videos = record_videos(agent, hp, hp.test_episodes, output_dir / "videos", hp.seed + 20_000, human)
     else:
-        returns = evaluate(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
+        games = play(agent, hp, hp.test_episodes, seed=hp.seed + 20_000)
+        returns, extra = games.returns, games.summary()
     result = summarize(returns, checkpoint=checkpoint, checkpoint_path=str(path), env_steps=agent.env_steps,
-                       videos=[str(p) for p in videos])
+                       videos=[str(p) for p in videos], **extra)
     write_json(output_dir / "eval.json", {"mode": "test", **result}, indent=2)
     print(f"evaluation of step {agent.env_steps} over {len(returns)} episodes: "
           f"{result['mean_return']:.2f} ± {result['std_return']:.2f} ({checkpoint} checkpoint: {path})")

@@ -19,7 +19,7 @@ from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot, 
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
 from rl.control import Controller, carry_changes
 from rl.errors import ConfigError
-from rl.evaluation import evaluate, has_display, record_videos, summarize, test  # noqa: F401
+from rl.evaluation import evaluate, has_display, play, record_videos, summarize, test  # noqa: F401
 from rl.hparams import FLAG_SETTINGS, resolve_hparams  # noqa: F401
 from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
     SingleProcess,
@@ -80,12 +80,14 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
 
         def evaluation() -> tuple[float, list]:
             nonlocal eval_row
-            returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-            best.offer(agent, returns)
-            eval_row = {"eval/return_mean": float(np.mean(returns)), "eval/return_std": float(np.std(returns))}
+            games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+            best.offer(agent, games.returns)
+            eval_row = {"eval/return_mean": float(np.mean(games.returns)),
+                        "eval/return_std": float(np.std(games.returns)),
+                        "eval/time_limited": games.summary()["time_limited"]}
             last["eval"] = agent.env_steps
             last["log"] = -1  # log this evaluation now
-            return eval_row["eval/return_mean"], returns
+            return eval_row["eval/return_mean"], games.returns
 
         control = Controller(output_dir, hp, agent, logger.log, evaluate=lambda: evaluation()[0],
                              checkpoint=checkpoint)
@@ -127,16 +129,16 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         logger.close()
         write_json(output_dir / "eval.json", {"mode": "stopped_early", **stopped_early}, indent=2)
         return stopped_early
-    returns = evaluate(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-    best.offer(agent, returns)
-    result = summarize(returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
-                       best=best.best)
+    games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+    best.offer(agent, games.returns)
+    result = summarize(games.returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
+                       best=best.best, **games.summary())
     logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
-                                 "eval/return_std": result["std_return"]})
+                                 "eval/return_std": result["std_return"], "eval/time_limited": result["time_limited"]})
     logger.close()
     write_json(output_dir / "eval.json", {"mode": "final_training_evaluation", **result}, indent=2)
     if not quiet:
-        print(f"final evaluation over {len(returns)} episodes: "
+        print(f"final evaluation over {len(games.returns)} episodes: "
               f"{result['mean_return']:.2f} ± {result['std_return']:.2f}; best: {best.best['mean_return']:.2f} "
               f"at step {best.best['step']} ({best.best['path']})")
     return result
