@@ -19,7 +19,7 @@ from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot, 
 from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
 from rl.control import Controller, carry_changes
 from rl.errors import ConfigError
-from rl.evaluation import evaluate, has_display, play, record_videos, summarize, test  # noqa: F401
+from rl.evaluation import Games, evaluate, has_display, play, record_videos, summarize, test  # noqa: F401
 from rl.hparams import FLAG_SETTINGS, resolve_hparams  # noqa: F401
 from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
     SingleProcess,
@@ -78,7 +78,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         eval_row: dict = {}
         stopped_early: dict = {}
 
-        def evaluation() -> tuple[float, list]:
+        def evaluation() -> tuple[float, Games]:
             nonlocal eval_row
             games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
             best.offer(agent, games.returns)
@@ -87,7 +87,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                         "eval/time_limited": games.summary()["time_limited"]}
             last["eval"] = agent.env_steps
             last["log"] = -1  # log this evaluation now
-            return eval_row["eval/return_mean"], games.returns
+            return eval_row["eval/return_mean"], games
 
         control = Controller(output_dir, hp, agent, logger.log, evaluate=lambda: evaluation()[0],
                              checkpoint=checkpoint)
@@ -104,10 +104,10 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                 diagnostics = trainer.step() or diagnostics
                 control.poll()  # between updates: settings changed from outside, checkpoint or evaluate on request
                 if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
-                    mean, returns = evaluation()
+                    mean, games = evaluation()
                     if on_evaluation is not None and on_evaluation(agent.env_steps, mean):
-                        stopped_early = summarize(returns, env_steps=agent.env_steps, stopped_early=True,
-                                                  wall_time_s=round(logger.wall_time_s(), 2))
+                        stopped_early = summarize(games.returns, env_steps=agent.env_steps, stopped_early=True,
+                                                  wall_time_s=round(logger.wall_time_s(), 2), **games.summary())
                 if due("log", hp.log_interval) or last["log"] < 0:
                     logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **trainer.clock})
                     eval_row, last["log"] = {}, agent.env_steps
