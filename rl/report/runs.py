@@ -253,7 +253,24 @@ def read_run(folder: Path, name: str) -> Run:
         notes.append("eval.json is from an evaluation run (--training False), not the end of training")
     if not len(run.evaluations[0]) and final is None:
         notes.append("no evaluation yet: only training scores")
+    notes.extend(_time_limited(columns, final))
     return run
+
+
+def _time_limited(columns: dict, final: dict | None) -> list[str]:
+    """Evaluations whose episodes the time limit ended rather than the game (a greedy Atari policy that never serves
+    again after a lost life): their scores are cut short, which the report says rather than hides."""
+    notes = []
+    limited = columns.get("eval_time_limited")
+    if limited is not None:
+        steps = [int(s) for s, n in zip(columns["env_steps"], limited) if n > 0]
+        if steps:
+            notes.append(f"evaluations with episodes ended by the time limit (cut short, not game over) at step(s) "
+                         f"{', '.join(map(str, steps))}")
+    if final and final.get("time_limited"):
+        notes.append(f"eval.json: {final['time_limited']} of {final.get('episodes', '?')} episodes ended by the time "
+                     f"limit, not the game")
+    return notes
 
 
 def _age(seconds: float) -> str:

@@ -509,3 +509,23 @@ def test_copies_write_tensorboards_hparams_view(tmp_path):
     assert start.hparams["lr"].number_value == 3e-4 and start.hparams["net_arch"].string_value == "[64, 64]"
     assert start.hparams["hparams_set"].string_value == "ppo_cartpole"
     assert [e.value for e in events.Scalars("copy_0", "hparams/final_return_mean")] == [480.0]
+
+
+def test_evaluations_cut_short_by_the_time_limit_are_noted(tmp_path):
+    """A greedy Atari policy that never serves again plays on to the time limit: its score is cut short, and the
+    report says so for the periodic evaluations (progress.csv's eval_time_limited) and the final one (eval.json)."""
+    run = make_run(tmp_path / "stalled", final=20.0, evals={50: 10.0, 100: 20.0})
+    rows = list(csv.reader(open(run / "progress.csv")))
+    rows[0].append("eval_time_limited")
+    rows[1].append("2")  # step 50: 2 episodes cut short
+    rows[2].append("0")
+    with open(run / "progress.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    record = json.loads((run / "eval.json").read_text())
+    (run / "eval.json").write_text(json.dumps({**record, "episodes": 8, "time_limited": 1}))
+    make_run(tmp_path / "fine", final=20.0, evals={100: 20.0})
+    notes = {r["name"].split("/")[-1]: r["notes"] for r in write_report([tmp_path], tmp_path / "out", quiet=True,
+                                                                         reps=200)["runs"]}
+    assert any("time limit" in n and n.endswith("step(s) 50") for n in notes["stalled"])  # not step 100
+    assert any("1 of 8 episodes ended by the time limit" in n for n in notes["stalled"])
+    assert not any("time limit" in n for n in notes["fine"])
