@@ -35,4 +35,12 @@ def test_a_run_stopped_short_is_compared_over_the_windows_both_reached(capsys):
     assert "high-volatility [200.0]" in score and "low-volatility [20.0]" in score
     assert "above 0 in 1 of 1" in score
     # the greedy evaluations: elite was not evaluated at 300k, so its window 2 has no greedy slope (not interpolated)
-    assert "high-volatility [200.0]" in greedy and "low-volatility [nan]" in greedy
+    assert "high-volatility [200.0]" in greedy and "low-volatility [nan] (no seed with such windows)" in greedy
+
+
+def test_seed_differences_give_a_bootstrap_interval_over_seeds():
+    text = driver.seed_differences(np.array([10.0, 20.0, np.nan, 30.0]))
+    assert text.startswith("[10.0, 20.0, nan, 30.0] (mean +20.0 [")  # the seed without windows left out
+    low, high = (float(x) for x in text.split("[")[2].split("]")[0].split(", "))
+    assert 10.0 <= low < 20.0 < high <= 30.0  # resampled means of 3 seeds lie between the lowest and the highest
+    assert text.endswith("above 0 in 3 of 3)")
