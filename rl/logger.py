@@ -1,7 +1,8 @@
 """One logger (SB3's logger, CleanRL's metric names): TensorBoard events, `progress.csv` and a console line.
 
 Keys are namespaced (`charts/episode_return_mean`, `losses/td_loss`); the step is always environment steps, and
-`env_steps`, `wall_time_s` and `charts/steps_per_s` are written with every row.
+`env_steps`, `wall_time_s` and `charts/steps_per_s` are written with every row. steps/s is the training's rate
+since the last row: time the run spent evaluating (`left_out`) is in `wall_time_s` but not in it.
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ class Logger:
     def wall_time_s(self) -> float:
         """The run's training time so far, over every sitting."""
         return self.wall_offset + time.time() - self.start_time
+
+    def left_out(self, seconds: float) -> None:
+        """Time since the last row spent outside training (an evaluation): the next row's steps/s leaves it out."""
+        self.last_time += seconds
 
     def log(self, step: int, values: dict) -> dict:
         """Write one row at `step`; returns the row as floats."""

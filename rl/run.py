@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from functools import partial
 from pathlib import Path
 
@@ -80,7 +81,9 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
 
         def evaluation() -> tuple[float, Games]:
             nonlocal eval_row
+            began = time.time()
             games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+            logger.left_out(time.time() - began)
             best.offer(agent, games.returns)
             eval_row = {"eval/return_mean": float(np.mean(games.returns)),
                         "eval/return_std": float(np.std(games.returns)),
@@ -129,7 +132,9 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         logger.close()
         write_json(output_dir / "eval.json", {"mode": "stopped_early", **stopped_early}, indent=2)
         return stopped_early
+    began = time.time()
     games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+    logger.left_out(time.time() - began)
     best.offer(agent, games.returns)
     result = summarize(games.returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
                        best=best.best, **games.summary())

@@ -64,3 +64,15 @@ def test_tensorboard_forgets_the_steps_done_again(tmp_path, clock):
     events = EventAccumulator(str(tmp_path))
     events.Reload()
     assert [e.step for e in events.Scalars("charts/episode_return_mean")] == [10, 20, 30, 40]
+
+
+def test_steps_per_s_leaves_out_the_time_spent_evaluating(tmp_path, clock):
+    logger = Logger(tmp_path, 100, 0, quiet=True)
+    clock.now += 1.0
+    assert logger.log(10, {})["charts/steps_per_s"] == pytest.approx(10.0)
+    clock.now += 1.0 + 4.0  # 1 s training, then a 4 s evaluation
+    logger.left_out(4.0)
+    row = logger.log(20, {"eval/return_mean": 1.0})
+    assert row["charts/steps_per_s"] == pytest.approx(10.0)  # the training's rate, not 10 steps in 5 s
+    assert row["wall_time_s"] == pytest.approx(6.0)  # the wall clock keeps the evaluation
+    logger.close()
