@@ -21,6 +21,7 @@ import numpy as np
 
 from rl.errors import ConfigError, first_line
 from rl.logger import after_resumes
+from rl.report.scores import atari_game
 
 SKIP_DIRS = {"checkpoints", "videos", "report", "__pycache__"}  # never runs: not worth walking into
 TRAIN_SCORE_COLUMNS = ("game_score_mean", "episode_return_mean")  # Atari's whole-game score first, when logged
@@ -253,12 +254,13 @@ def read_run(folder: Path, name: str) -> Run:
         notes.append("eval.json is from an evaluation run (--training False), not the end of training")
     if not len(run.evaluations[0]) and final is None:
         notes.append("no evaluation yet: only training scores")
-    notes.extend(_time_limited(columns, final))
+    if atari_game(run.env):  # elsewhere (a robot that stays up) the time limit is how a good episode ends
+        notes.extend(_time_limited(columns, final))
     return run
 
 
 def _time_limited(columns: dict, final: dict | None) -> list[str]:
-    """Evaluations whose episodes the time limit ended rather than the game (a greedy Atari policy that never serves
+    """Atari evaluations whose games the time limit ended rather than game over (a greedy policy that never serves
     again after a lost life): their scores are cut short, which the report says rather than hides."""
     notes = []
     limited = columns.get("eval_time_limited")

@@ -513,8 +513,10 @@ def test_copies_write_tensorboards_hparams_view(tmp_path):
 
 def test_evaluations_cut_short_by_the_time_limit_are_noted(tmp_path):
     """A greedy Atari policy that never serves again plays on to the time limit: its score is cut short, and the
-    report says so for the periodic evaluations (progress.csv's eval_time_limited) and the final one (eval.json)."""
-    run = make_run(tmp_path / "stalled", final=20.0, evals={50: 10.0, 100: 20.0})
+    report says so for the periodic evaluations (progress.csv's eval_time_limited) and the final one (eval.json);
+    not for a robot, whose good episodes end at the limit."""
+    run = make_run(tmp_path / "stalled", final=20.0, evals={50: 10.0, 100: 20.0}, set_name="ppo_atari",
+                   env="BreakoutNoFrameskip-v4")
     rows = list(csv.reader(open(run / "progress.csv")))
     rows[0].append("eval_time_limited")
     rows[1].append("2")  # step 50: 2 episodes cut short
@@ -523,9 +525,13 @@ def test_evaluations_cut_short_by_the_time_limit_are_noted(tmp_path):
         csv.writer(f).writerows(rows)
     record = json.loads((run / "eval.json").read_text())
     (run / "eval.json").write_text(json.dumps({**record, "episodes": 8, "time_limited": 1}))
-    make_run(tmp_path / "fine", final=20.0, evals={100: 20.0})
+    make_run(tmp_path / "fine", final=20.0, evals={100: 20.0}, set_name="ppo_atari", env="BreakoutNoFrameskip-v4")
+    robot = make_run(tmp_path / "robot", final=2000.0, evals={100: 2000.0}, set_name="sac_hopper_bullet",
+                     env="HopperBulletEnv-v0")  # a hopper that stays up to the limit: nothing cut short
+    (robot / "eval.json").write_text(json.dumps({**json.loads((robot / "eval.json").read_text()), "episodes": 10,
+                                                 "time_limited": 10}))
     notes = {r["name"].split("/")[-1]: r["notes"] for r in write_report([tmp_path], tmp_path / "out", quiet=True,
                                                                          reps=200)["runs"]}
     assert any("time limit" in n and n.endswith("step(s) 50") for n in notes["stalled"])  # not step 100
     assert any("1 of 8 episodes ended by the time limit" in n for n in notes["stalled"])
-    assert not any("time limit" in n for n in notes["fine"])
+    assert not any("time limit" in n for n in notes["fine"] + notes["robot"])
