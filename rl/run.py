@@ -132,14 +132,10 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         logger.close()
         write_json(output_dir / "eval.json", {"mode": "stopped_early", **stopped_early}, indent=2)
         return stopped_early
-    began = time.time()
-    games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-    logger.left_out(time.time() - began)
-    best.offer(agent, games.returns)
+    _, games = evaluation()  # the final one: timed out of steps/s and offered to best.pt like the others
     result = summarize(games.returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
                        best=best.best, **games.summary())
-    logger.log(agent.env_steps, {**stats.summary(), "eval/return_mean": result["mean_return"],
-                                 "eval/return_std": result["std_return"], "eval/time_limited": result["time_limited"]})
+    logger.log(agent.env_steps, {**stats.summary(), **eval_row})
     logger.close()
     write_json(output_dir / "eval.json", {"mode": "final_training_evaluation", **result}, indent=2)
     if not quiet:
