@@ -118,8 +118,10 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                     checkpoint()
                     last["ckpt"] = agent.env_steps
         finally:
+            trained = time.time()
             closing(control, trainer, group, children)
         checkpoint()
+        logger.left_out(time.time() - trained)  # stopping the workers and the last checkpoint are not training
         # a stop signal here, or on another rank of the group (it reached this one in the all-reduce)
         signum = stop.signum or (group.stop_signum if group is not None else 0)
         if signum:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import time
 
 import pytest
 
@@ -76,3 +77,25 @@ def test_steps_per_s_leaves_out_the_time_spent_evaluating(tmp_path, clock):
     assert row["charts/steps_per_s"] == pytest.approx(10.0)  # the training's rate, not 10 steps in 5 s
     assert row["wall_time_s"] == pytest.approx(6.0)  # the wall clock keeps the evaluation
     logger.close()
+
+
+def test_the_final_rows_steps_per_s_leaves_out_stopping_the_workers(tmp_path, monkeypatch):
+    """The last row came after the workers stopped and the last checkpoint: Breakout's said 77 steps/s for a run
+    training at 3,000 (its 500 steps over 6.5 s of stopping 7 workers and saving)."""
+    import rl.run
+    from rl.registry import hparams as sets
+
+    slow = rl.run.closing
+
+    def closing(*args):
+        time.sleep(3.0)  # as long as 7 workers take to stop
+        slow(*args)
+
+    monkeypatch.setattr(rl.run, "closing", closing)
+    hp = sets["dqn_cartpole"]()
+    hp.parse("train_steps=250,log_interval=100,eval_interval=0,eval_episodes=1")
+    rl.run.train(hp, tmp_path, quiet=True)
+    with open(tmp_path / "progress.csv", newline="") as f:
+        last = list(csv.DictReader(f))[-1]
+    assert float(last["env_steps"]) == 250
+    assert float(last["steps_per_s"]) > 50 / 2.0  # 50 steps of training, not 50 steps in over 3 s
