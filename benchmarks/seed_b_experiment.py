@@ -282,13 +282,22 @@ def report(args, out: Path, arms: dict[str, str]) -> None:
             rows.append({"run": f"{arm}_seed{seed}", "agent steps": f"{last['steps']:,.0f}",
                          "wall min": f"{last['minutes']:.0f}", "score": f"{last['score']:+.1f}",
                          "policy KL": f"{last['policy_kl']:.3g}", "lambda": f"{last['lambda']:.3f}",
-                         "final eval": f"{final['mean_return']:+.1f}" if "mean_return" in final else "not finished"})
+                         "final eval": final_cell(final)})
     print_table(rows, ["run", "agent steps", "wall min", "score", "policy KL", "lambda", "final eval"])
     volatility_table(runs, args.window)
     plot(runs, out / "seed_b_experiment.png", args.game)
     print(f"\nplot: {out / 'seed_b_experiment.png'}")
     print(f"IQM and probability of improvement: .venv/bin/python -m rl.report {out} --output {out / 'report'} "
           f"--at 500000 1000000 {args.steps}")
+
+
+def final_cell(final: dict) -> str:
+    """eval.json's mean, and how many of its games the time limit ended: a greedy Breakout policy that stops serving
+    scores the bricks it broke before that, a number that reads like a finished game's."""
+    if "mean_return" not in final:
+        return "not finished"
+    cut = final.get("time_limited", 0)
+    return f"{final['mean_return']:+.1f}" + (f" ({cut} of {final['episodes']} at the time limit)" if cut else "")
 
 
 def main() -> None:

@@ -44,3 +44,11 @@ def test_seed_differences_give_a_bootstrap_interval_over_seeds():
     low, high = (float(x) for x in text.split("[")[2].split("]")[0].split(", "))
     assert 10.0 <= low < 20.0 < high <= 30.0  # resampled means of 3 seeds lie between the lowest and the highest
     assert text.endswith("above 0 in 3 of 3)")
+
+
+def test_the_final_evaluation_says_how_many_games_the_time_limit_ended():
+    assert driver.final_cell({}) == "not finished"
+    assert driver.final_cell({"mean_return": 181.125, "episodes": 8, "time_limited": 0}) == "+181.1"
+    cut = driver.final_cell({"mean_return": 303.75, "episodes": 8, "time_limited": 8})
+    assert cut == "+303.8 (8 of 8 at the time limit)"
+    assert driver.final_cell({"mean_return": 258.5, "episodes": 8}) == "+258.5"  # eval.json from before the count
