@@ -61,6 +61,7 @@ class Logger:
             self.wall_offset = self._history(start_step)
         self.start_time = time.time()
         self.last_time, self.last_step = self.start_time, start_step
+        self.rate = 0.0  # agent steps per second of training over the last row's interval
         self.total_steps = total_steps
         self.quiet = quiet
         self.tty = sys.stdout.isatty()
@@ -105,8 +106,10 @@ class Logger:
     def log(self, step: int, values: dict) -> dict:
         """Write one row at `step`; returns the row as floats."""
         now = time.time()
+        if step > self.last_step:  # a row at the step of the last one (the final evaluation's) keeps its rate
+            self.rate = (step - self.last_step) / max(now - self.last_time, 1e-9)
         row = {"env_steps": step, "wall_time_s": round(self.wall_offset + now - self.start_time, 3),
-               "charts/steps_per_s": (step - self.last_step) / max(now - self.last_time, 1e-9)}
+               "charts/steps_per_s": self.rate}
         row.update({k: _number(v) for k, v in values.items()})
         self.last_time, self.last_step = now, step
         for key, value in row.items():

@@ -99,3 +99,13 @@ def test_the_final_rows_steps_per_s_leaves_out_stopping_the_workers(tmp_path, mo
         last = list(csv.DictReader(f))[-1]
     assert float(last["env_steps"]) == 250
     assert float(last["steps_per_s"]) > 50 / 2.0  # 50 steps of training, not 50 steps in over 3 s
+
+
+def test_a_row_at_the_last_rows_step_keeps_its_rate(tmp_path, clock):
+    """The final evaluation's row comes at the step of the last training row when the log interval divides the
+    budget: Hopper's ended on "0 steps/s"."""
+    logger = Logger(tmp_path, 20, 0, quiet=True)
+    clock.now += 2.0
+    logger.log(20, {})
+    clock.now += 5.0
+    assert logger.log(20, {"eval/return_mean": 1.0})["charts/steps_per_s"] == pytest.approx(10.0)
