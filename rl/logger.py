@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -98,6 +99,16 @@ class Logger:
     def wall_time_s(self) -> float:
         """The run's training time so far, over every sitting."""
         return self.wall_offset + time.time() - self.start_time
+
+    @contextmanager
+    def outside_training(self):
+        """Time spent in the block (an evaluation, stopping the workers, the last checkpoint) is left out of the next
+        row's steps/s."""
+        began = time.time()
+        try:
+            yield
+        finally:
+            self.left_out(time.time() - began)
 
     def left_out(self, seconds: float) -> None:
         """Time since the last row spent outside training (an evaluation): the next row's steps/s leaves it out."""

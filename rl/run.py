@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from functools import partial
 from pathlib import Path
 
@@ -81,9 +80,8 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
 
         def evaluation() -> tuple[float, Games]:
             nonlocal eval_row
-            began = time.time()
-            games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
-            logger.left_out(time.time() - began)
+            with logger.outside_training():
+                games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
             best.offer(agent, games.returns)
             eval_row = {"eval/return_mean": float(np.mean(games.returns)),
                         "eval/return_std": float(np.std(games.returns)),
@@ -118,10 +116,10 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                     checkpoint()
                     last["ckpt"] = agent.env_steps
         finally:
-            trained = time.time()
-            closing(control, trainer, group, children)
-        checkpoint()
-        logger.left_out(time.time() - trained)  # stopping the workers and the last checkpoint are not training
+            with logger.outside_training():
+                closing(control, trainer, group, children)
+        with logger.outside_training():
+            checkpoint()
         # a stop signal here, or on another rank of the group (it reached this one in the all-reduce)
         signum = stop.signum or (group.stop_signum if group is not None else 0)
         if signum:
