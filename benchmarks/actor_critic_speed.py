@@ -31,26 +31,13 @@ SETS = {"sac": "sac_halfcheetah_bullet", "td3": "td3_halfcheetah_bullet"}
 
 SB3_SCRIPT = """
 import json, sys, time
-import gymnasium as gym, numpy as np, torch
-from sb3_contrib.common.wrappers import TimeFeatureWrapper
-from stable_baselines3 import SAC, TD3
-from stable_baselines3.common.noise import NormalActionNoise
+sys.path.insert(0, "benchmarks")
+import torch
+from sb3_peer import make_env, make_model
 algo, seed, steps, starts, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 env_id, device = sys.argv[6], sys.argv[7]
-if "Bullet" in env_id:
-    import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
 torch.set_num_threads(threads)
-env = TimeFeatureWrapper(gym.make(env_id))
-dims = env.action_space.shape[0]
-if algo == "sac":  # rl-baselines3-zoo hyperparams/sac.yml, pybullet-defaults
-    model = SAC("MlpPolicy", env, learning_rate=7.3e-4, buffer_size=300_000, batch_size=256, ent_coef="auto",
-                gamma=0.98, tau=0.02, train_freq=8, gradient_steps=8, learning_starts=starts, use_sde=True,
-                policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]), seed=seed, device=device)
-else:  # the zoo's scored TD3 agent (rl-trained-agents td3/HalfCheetahBulletEnv-v0_1/config.yml)
-    noise = NormalActionNoise(np.zeros(dims), 0.1 * np.ones(dims))
-    model = TD3("MlpPolicy", env, learning_rate=1e-3, buffer_size=200_000, batch_size=100, gamma=0.98,
-                learning_starts=starts, action_noise=noise, train_freq=(1, "episode"), gradient_steps=-1,
-                policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device=device)
+model = make_model(algo, make_env(env_id), seed, starts, device)
 start = time.perf_counter()
 model.learn(steps)
 print(json.dumps({"train_s": time.perf_counter() - start}))

@@ -23,23 +23,13 @@ import os
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
-import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
 import torch
-from sb3_contrib.common.wrappers import TimeFeatureWrapper
+from sb3_peer import SAC_SETTINGS, make_env, make_model
 from stable_baselines3 import SAC
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.monitor import Monitor
 
-SETTINGS = dict(learning_rate=7.3e-4, buffer_size=300_000, learning_starts=10_000, batch_size=256, tau=0.02,
-                gamma=0.98, train_freq=8, gradient_steps=8, use_sde=True,
-                policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]))
 COLUMNS = ["env_steps", "wall_time_s", "episode_return_mean", "eval_return_mean", "eval_return_std"]
-
-
-def make_env(env_id: str):
-    return TimeFeatureWrapper(Monitor(gym.make(env_id)))
 
 
 def save(model, out: Path) -> None:
@@ -66,7 +56,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     record = {"hparams_set": f"sb3_sac ({args.env})",
               "hparams": {"env": args.env, "seed": args.seed, "train_steps": args.steps, "agent": "sb3 SAC",
-                          "time_feature": True, **{k: v for k, v in SETTINGS.items() if k != "policy_kwargs"}},
+                          "time_feature": True, **{k: v for k, v in SAC_SETTINGS.items() if k != "policy_kwargs"}},
               "flags": vars(args)}
     (out / "hparams.json").write_text(json.dumps(record, indent=1))
     env, eval_env = make_env(args.env), make_env(args.env)
@@ -77,7 +67,7 @@ def main() -> None:
         state = json.loads(state_path.read_text())
         print(f"resuming from step {model.num_timesteps}", flush=True)
     else:
-        model = SAC("MlpPolicy", env, seed=args.seed, device="cpu", verbose=0, **SETTINGS)
+        model = make_model("sac", env, args.seed)
         state = {"wall_time_s": 0.0, "returns": []}
         with progress.open("w", newline="") as f:
             csv.writer(f).writerow(COLUMNS)
