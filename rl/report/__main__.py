@@ -21,6 +21,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replications for the intervals (default 2000)")
     p.add_argument("--at", type=int, nargs="+", default=[], metavar="STEP",
                    help="agent steps at which to take the aggregates too (fixed budgets), beside the final ones")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="also copy each run's record (hparams.json, progress.csv, eval.json; no checkpoints) into "
+                        "DIR, so the report can be rebuilt from DIR once the run folders are gone")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -35,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         if any(step <= 0 for step in args.at):
             raise ConfigError(f"--at takes agent steps above 0, got {min(args.at)}")
         write_report(args.paths, args.output, quiet=args.quiet, reps=args.reps, at=tuple(sorted(set(args.at))))
+        if args.keep:
+            from rl.report.keep import keep_records
+
+            kept = keep_records(args.paths, args.keep)
+            if not args.quiet:
+                print(f"kept the records of {len(kept)} run(s) in {args.keep}", flush=True)
     except ConfigError as exc:
         print(f"error: {first_line(exc)}", file=sys.stderr)
         return 2

@@ -535,3 +535,29 @@ def test_evaluations_cut_short_by_the_time_limit_are_noted(tmp_path):
     assert any("time limit" in n and n.endswith("step(s) 50") for n in notes["stalled"])  # not step 100
     assert any("1 of 8 episodes ended by the time limit" in n for n in notes["stalled"])
     assert not any("time limit" in n for n in notes["fine"] + notes["robot"])
+
+
+def test_keep_copies_only_the_record_and_the_report_rebuilds_from_it(tmp_path):
+    """`--keep DIR` copies hparams.json, progress.csv and eval.json of every run (no checkpoints, no event files),
+    under the names the report gives the runs; a report over DIR has the same runs and scores as over the runs."""
+    runs = copies(tmp_path / "runs" / "ppo", [10.0, 30.0])
+    make_run(tmp_path / "runs" / "unfinished", evals={50: 5.0}, train={50: 4.0})  # no eval.json yet
+    (runs / "copy_0" / "checkpoints").mkdir()
+    (runs / "copy_0" / "checkpoints" / "ckpt_100.pt").write_bytes(b"weights")
+    (runs / "copy_0" / "events.out.tfevents.1.host").write_bytes(b"scalars")
+    kept = tmp_path / "kept"
+    assert report_main([str(tmp_path / "runs"), "--output", str(tmp_path / "r1"), "--keep", str(kept), "--reps", "200",
+                        "--quiet"]) == 0
+    assert sorted(p.name for p in (kept / "runs" / "ppo" / "copy_0").iterdir()) == ["eval.json", "hparams.json",
+                                                                                   "progress.csv"]
+    assert sorted(p.name for p in (kept / "runs" / "unfinished").iterdir()) == ["hparams.json", "progress.csv"]
+    progress = "ppo/copy_1/progress.csv"
+    assert (kept / "runs" / progress).read_text() == (tmp_path / "runs" / progress).read_text()
+    assert report_main([str(kept / "runs"), "--output", str(tmp_path / "r2"), "--reps", "200", "--quiet"]) == 0
+    before, after = (json.loads((tmp_path / r / "summary.json").read_text())["runs"] for r in ("r1", "r2"))
+    assert [(r["name"], r["final_score"], r["final_source"]) for r in after] == \
+        [(r["name"], r["final_score"], r["final_source"]) for r in before]
+    # keeping again from a folder that holds the kept records copies nothing twice
+    assert report_main([str(tmp_path), "--output", str(tmp_path / "r3"), "--keep", str(kept), "--reps", "200",
+                        "--quiet"]) == 0
+    assert not (kept / str(tmp_path.name) / "kept").exists()
