@@ -5,11 +5,12 @@ Importing this module registers the PyBullet ids (`HalfCheetahBulletEnv-v0`, `An
 family find them like any other id; the package only registers ids on import (pybullet itself loads on the first
 `make`). Without the package, the five ids above are registered with an entry point that says how to install it.
 MuJoCo ids (`HalfCheetah-v5` ...) come with gymnasium[mujoco]; with no display, MuJoCo renders `rgb_array` frames
-through EGL (MUJOCO_GL=egl, unless already set).
+through EGL (MUJOCO_GL=egl, unless already set, or no libEGL is installed).
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 
 import gymnasium as gym
@@ -19,8 +20,18 @@ from rl.errors import ConfigError
 BULLET_IDS = ("HalfCheetahBulletEnv-v0", "AntBulletEnv-v0", "HopperBulletEnv-v0", "Walker2DBulletEnv-v0",
               "InvertedPendulumBulletEnv-v0")
 
-if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-    os.environ.setdefault("MUJOCO_GL", "egl")  # read by mujoco when it is first imported, i.e. at gym.make
+
+def headless_gl(environ, find_library=ctypes.util.find_library) -> str | None:
+    """The MUJOCO_GL to set: "egl" with no display and a libEGL to load, else None (the user's setting, a display's
+    GLFW, or MuJoCo's own default). Where libEGL is absent (a slim container image), asking for EGL would make
+    `import mujoco` fail with a traceback even for runs that never render."""
+    if "MUJOCO_GL" in environ or environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return None
+    return "egl" if find_library("EGL") else None
+
+
+if (_gl := headless_gl(os.environ)) is not None:
+    os.environ["MUJOCO_GL"] = _gl  # read by mujoco when it is first imported, i.e. at gym.make
 
 
 def missing_pybullet(**kwargs):
