@@ -14,6 +14,8 @@ device=cuda,eval_interval=250000`; 2026-11-26); on
 this project's 2-core VM with `--num_workers 2`, `uniform_impala_seaquest` ran 2M steps in 49 minutes (770-950 agent
 steps/s; 2026-11-26). To free the cores for a while, stop the driver with SIGTERM and start it again later (a
 SIGSTOPped run's wall clock would count the pause; a resumed one's continues from its checkpoint).
+On a 2-core AMD EPYC without bf16 units (fp32 learner), it ran at about 250 agent steps/s in training: 2.2 hours a run.
+`--keep results/seed_b` copies each finished run's record (what rl.report reads) into results/seed_b/GAME, to commit.
 A finished run's checkpoint keeps its replay (about 5 GB); `--prune_finished` deletes finished runs' training
 checkpoints (best.pt and the logs stay), which Breakout's runs need on a disk that holds Seaquest's nine.
 `--num_workers` and `--override` pass on to every run alike (e.g. fewer workers than the sets' 7 on a small machine:
@@ -54,6 +56,7 @@ from common import ROOT, print_table  # noqa: E402
 from elite_replay import finished  # noqa: E402
 
 from rl.checkpoint import list_checkpoints  # noqa: E402
+from rl.report.keep import keep_records  # noqa: E402
 from rl.report.runs import read_progress  # noqa: E402
 
 ARMS = {"seaquest": {"uniform": "uniform_impala_seaquest", "elite": "elite_impala_seaquest",
@@ -91,6 +94,14 @@ def prune(run: Path) -> None:
         print(f"{run.name}: finished; its training checkpoints deleted ({freed / 2**30:.1f} GiB)", flush=True)
 
 
+def finish(args, run: Path) -> None:
+    """A finished run: its record kept (`--keep`), its checkpoints freed (`--prune_finished`)."""
+    if args.keep:
+        keep_records([run], Path(args.keep) / args.game)
+    if args.prune_finished:
+        prune(run)
+
+
 def train(args, out: Path, arms: dict[str, str]) -> None:
     """Every arm x seed not finished yet, `--jobs` at a time, seeds outermost (the arms of a seed run together)."""
     todo = [(arm, seed) for seed in args.seeds for arm in arms if not finished(run_dir(out, arm, seed), args.steps)]
@@ -98,8 +109,7 @@ def train(args, out: Path, arms: dict[str, str]) -> None:
         for arm in arms:
             if (arm, seed) not in todo:
                 print(f"{run_dir(out, arm, seed).name}: finished, skipped", flush=True)
-                if args.prune_finished:
-                    prune(run_dir(out, arm, seed))
+                finish(args, run_dir(out, arm, seed))
     running: list[tuple[str, subprocess.Popen, float]] = []
 
     def stop(signum, frame):  # every run checkpoints and exits, then so does the driver
@@ -123,8 +133,7 @@ def train(args, out: Path, arms: dict[str, str]) -> None:
                 if proc.returncode != 0:
                     sys.exit(f"{name}: train.py exited with {proc.returncode}; see {out / (name + '.log')}")
                 print(f"{name}: done in {(time.perf_counter() - start) / 60:.1f} min", flush=True)
-                if args.prune_finished:
-                    prune(out / name)
+                finish(args, out / name)
     finally:
         for _, proc, _ in running:  # runs never outlive the driver: each saves a checkpoint on SIGTERM
             proc.terminate()
@@ -313,6 +322,8 @@ def main() -> None:
     p.add_argument("--window", type=float, default=100_000, help="agent steps per volatility window")
     p.add_argument("--nice", type=int, default=10, help="niceness of the training runs")
     p.add_argument("--report_only", action="store_true", help="report the runs there, train nothing")
+    p.add_argument("--keep", metavar="DIR", help="copy each finished run's record (hparams.json, progress.csv, "
+                   "eval.json) into DIR/GAME, e.g. results/seed_b: the evidence outlives the run folders")
     p.add_argument("--prune_finished", action="store_true",
                    help="delete finished runs' training checkpoints (about 5 GB each: the replay); best.pt and the "
                         "logs stay, and such a run cannot be trained further")

@@ -52,3 +52,19 @@ def test_the_final_evaluation_says_how_many_games_the_time_limit_ended():
     cut = driver.final_cell({"mean_return": 303.75, "episodes": 8, "time_limited": 8})
     assert cut == "+303.8 (8 of 8 at the time limit)"
     assert driver.final_cell({"mean_return": 258.5, "episodes": 8}) == "+258.5"  # eval.json from before the count
+
+
+def test_a_finished_run_keeps_its_record_and_frees_its_checkpoints(tmp_path):
+    """--keep copies the three files rl.report reads into DIR/GAME/RUN; --prune_finished deletes the training
+    checkpoints (each holds the replay) and leaves best.pt."""
+    run_folder = tmp_path / "runs" / "seaquest" / "uniform_seed1"
+    (run_folder / "checkpoints").mkdir(parents=True)
+    for name, text in (("hparams.json", "{}"), ("progress.csv", "env_steps\n100\n"), ("eval.json", "{}")):
+        (run_folder / name).write_text(text)
+    (run_folder / "checkpoints" / f"ckpt_{100:012d}.pt").write_bytes(b"replay")
+    (run_folder / "checkpoints" / "best.pt").write_bytes(b"agent")
+    args = driver.argparse.Namespace(keep=str(tmp_path / "results"), game="seaquest", prune_finished=True)
+    driver.finish(args, run_folder)
+    kept = tmp_path / "results" / "seaquest" / "uniform_seed1"
+    assert sorted(p.name for p in kept.iterdir()) == ["eval.json", "hparams.json", "progress.csv"]
+    assert sorted(p.name for p in (run_folder / "checkpoints").iterdir()) == ["best.pt"]
