@@ -18,6 +18,7 @@ from rl.checkpoint import load_newest, restore_checked
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.envs.episode_stats import EpisodeStats
+from rl.malloc import reuse_freed_memory
 from rl.registry import agents
 from rl.threads import limit_threads
 
@@ -29,15 +30,16 @@ def seed_everything(seed: int) -> None:
 
 
 def configure_torch(hp) -> None:
-    """Pick the device, the thread count (torch, BLAS, OpenCV: rl/threads.py) and flush denormal floats to zero.
-    Adam's moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU
-    arithmetic on denormals is tens of times slower: without flushing, the optimizer step dominates a small
-    network's update."""
+    """Pick the device, the thread count (torch, BLAS, OpenCV: rl/threads.py), flush denormal floats to zero and
+    keep freed memory for reuse (rl/malloc.py: large activations are not faulted in afresh every update). Adam's
+    moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU arithmetic
+    on denormals is tens of times slower: without flushing, the optimizer step dominates a small network's update."""
     requested = hp.device
     hp.device = resolve_device(hp.device)
     check_cuda_expected(requested, hp.device)
     limit_threads(hp.torch_threads)
     torch.set_flush_denormal(True)
+    reuse_freed_memory()
 
 
 def check_cuda_expected(requested: str, device: str, environ=os.environ) -> None:
