@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_process(cmd: list[str], env: dict | None = None) -> dict:
-    """Run `cmd`; return wall time (s), peak RSS (MiB) and stdout. Fails loudly if the command fails."""
+    """Run `cmd`; return wall time (s), peak RSS (MiB), kernel CPU time (s, its children's included) and stdout.
+    Fails loudly if the command fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                             env={**os.environ, **(env or {})})
@@ -24,7 +25,7 @@ def run_process(cmd: list[str], env: dict | None = None) -> dict:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"command failed: {' '.join(cmd)}\n{out[-3000:]}")
-    return {"wall_s": wall, "peak_rss_mib": usage.ru_maxrss / 1024, "stdout": out}
+    return {"wall_s": wall, "peak_rss_mib": usage.ru_maxrss / 1024, "kernel_s": usage.ru_stime, "stdout": out}
 
 
 def last_json_line(text: str) -> dict:

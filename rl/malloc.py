@@ -7,12 +7,14 @@ its CPU time (measured on seed B's Seaquest learner: 0.30 of 1.03 s per update i
 (M_MMAP_MAX = 0) large blocks come from the heap, which keeps freed memory for the next update, and a trim threshold
 of 1 GiB returns free memory to the kernel only when that much lies unused at the top. Numpy's and torch's one-off
 large buffers (a replay memory) are served from the heap too; where the heap cannot grow, glibc still falls back to
-mmap. Other C libraries and systems are left alone.
+mmap. Other C libraries and systems are left alone, and so is a process started with RL_KEEP_FREED_MEMORY=0 (glibc's
+own behaviour: less memory held, more time in the kernel).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import sys
 
@@ -22,7 +24,7 @@ TRIM_THRESHOLD = 1 << 30
 
 def reuse_freed_memory() -> bool:
     """Set glibc's malloc to keep freed large blocks for reuse in this process; whether it applied."""
-    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+    if os.environ.get("RL_KEEP_FREED_MEMORY") == "0" or sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -3,6 +3,7 @@ memory the process already has (no page faults), where glibc alone maps and faul
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -28,8 +29,9 @@ print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def faults(mode: str) -> tuple[bool, int]:
-    out = subprocess.run([sys.executable, "-c", CODE, mode], capture_output=True, text=True, timeout=120, check=True)
+def faults(mode: str, **env) -> tuple[bool, int]:
+    out = subprocess.run([sys.executable, "-c", CODE, mode], capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, **env})
     applied, count = out.stdout.split()
     return applied == "True", int(count)
 
@@ -40,3 +42,9 @@ def test_a_freed_large_block_is_reused_without_new_page_faults():
     assert applied
     assert kept < 1000, f"{kept} page faults for memory the process had already used"
     assert fresh > kept  # glibc alone: 3 x 16,384 pages of 4 kB (fewer with transparent huge pages), faulted afresh
+
+
+def test_rl_keep_freed_memory_0_leaves_glibc_as_it_is():
+    applied, count = faults("on", RL_KEEP_FREED_MEMORY="0")
+    assert not applied
+    assert count > faults("on")[1]
