@@ -225,11 +225,13 @@ def test_discrete_env_is_a_clear_error(tmp_path, train_cli):
 # ---------------------------------------------------------------------------------------------------- learning
 @pytest.mark.learning
 @pytest.mark.parametrize("name, steps, override", [("sac_pendulum", 6_000, ""), ("td3_pendulum", 15_000, ""),
-                                                   ("sac_pendulum", 6_000, "model=gsde_actor,act_select=gsde")])
+                                                   ("sac_pendulum", 8_000, "model=gsde_actor,act_select=gsde")])
 def test_pendulum_learns(tmp_path, train_cli, name, steps, override):
     """Within less than the set's 20000 steps, greedy evaluation > -250. Measured over seeds 0-5: sac_pendulum at 6k
     -111 / -617 / -122 / -134 / -124 / -132, td3_pendulum at 15k -132 / -173 / -158 / -164 / -144 / -158; with gSDE
-    (the PyBullet sets' exploration), seeds 0-3 at 6k: -123 / -193 / -134 / -200."""
+    (the PyBullet sets' exploration), seeds 0-3 at 6k: -123 / -193 / -134 / -200 on a CPU with AMX (bf16 matmuls),
+    but seed 0 at 6k -661.6 on an AMD EPYC without bf16 units (fp32; seed 1 -145.8), so 8k, where seeds 0-2 give
+    -123.5 / -145.1 / -132.9 on that CPU."""
     assert sets[name]().train_steps >= steps
     out = tmp_path / "run"
     res = train_cli("--hparams", name, "--output_dir", str(out), "--train_steps", str(steps), "--eval_episodes",
