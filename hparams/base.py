@@ -50,6 +50,9 @@ def base() -> HParams:
     d("test_episodes", 100, "episodes in evaluation mode, --training False (--test_episodes overrides)",
       bound=at_least(1))
     d("checkpoint_interval", 10_000, "environment steps between checkpoints", bound=at_least(0))
+    d("checkpoint_minutes", 30.0, "also checkpoint once this many minutes of wall time have passed since the last "
+      "checkpoint: the most a stop without warning (SIGKILL, the OOM killer, a lost node) can cost (0: steps alone)",
+      bound=at_least(0))
     d("keep_checkpoints", 3, "how many recent checkpoints to keep", bound=at_least(1))
     d("checkpoint_memory", True, "include the replay memory in checkpoints so a resumed run samples the same data")
     d("log_interval", 1_000, "environment steps between log rows (TensorBoard, progress.csv, console)",

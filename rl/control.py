@@ -28,7 +28,7 @@ from rl.hparams import split_top_level
 
 CONTROL_DIR = "control"
 JOB_FILE = "job.json"
-RUN_SETTINGS = ("eval_interval", "eval_episodes", "checkpoint_interval", "log_interval")
+RUN_SETTINGS = ("eval_interval", "eval_episodes", "checkpoint_interval", "checkpoint_minutes", "log_interval")
 STEP_SETTINGS = ("lr", "max_grad_norm")  # applied where the optimizer steps: the learner, in every mode
 ACTING_SETTINGS = ("exploration_final_eps",)  # read where actions are chosen: collection workers keep their own
 COMMANDS = ("checkpoint", "evaluate")

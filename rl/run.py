@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from functools import partial
 from pathlib import Path
 
@@ -68,10 +69,13 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
             group.join(agent)
             trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
 
+        saved_at = [time.monotonic()]  # the wall clock of the last checkpoint (checkpoint_minutes)
+
         def checkpoint():
             state = snapshot(agent, hp.checkpoint_memory, stats)
             state["control"] = dict(control.changes)  # settings changed while running (rl/control.py)
             save(output_dir, agent.env_steps, state, keep=hp.keep_checkpoints)
+            saved_at[0] = time.monotonic()
 
         diagnostics: dict = {}
         last = {"log": start, "eval": start, "ckpt": start}
@@ -99,6 +103,12 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
     def due(kind: str, interval: int) -> bool:
         return interval > 0 and agent.env_steps // interval > last[kind] // interval
 
+    def checkpoint_due() -> bool:
+        """Every checkpoint_interval steps, and once checkpoint_minutes have passed since the last one, whichever
+        comes first."""
+        overdue = 0 < hp.checkpoint_minutes <= (time.monotonic() - saved_at[0]) / 60
+        return due("ckpt", hp.checkpoint_interval) or (overdue and agent.env_steps > last["ckpt"])
+
     with StopFlag() as stop:
         try:
             while not stopped_early and not trainer.finished(stop.signum):
@@ -112,7 +122,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
                 if due("log", hp.log_interval) or last["log"] < 0:
                     logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **trainer.clock})
                     eval_row, last["log"] = {}, agent.env_steps
-                if due("ckpt", hp.checkpoint_interval):
+                if checkpoint_due():
                     checkpoint()
                     last["ckpt"] = agent.env_steps
         finally:

@@ -103,6 +103,19 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
     assert json.loads((out / "eval.json").read_text())["wall_time_s"] >= clock[-1] - 0.1
 
 
+def test_checkpoint_minutes_bounds_what_a_kill_can_cost(tmp_path, train_cli):
+    """Steps alone would checkpoint only at the end here; a few milliseconds of checkpoint_minutes save on the way."""
+    never = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000")
+    steps = {}
+    for minutes in (0, 0.0002):
+        out = tmp_path / f"minutes_{minutes}"
+        res = train_cli(*train_args(out, steps=400, extra=f"{never},keep_checkpoints=100,checkpoint_minutes={minutes}"))
+        assert res.returncode == 0, res.stderr
+        steps[minutes] = [step for step, _ in list_checkpoints(out)]
+    assert steps[0] == [400]
+    assert len(steps[0.0002]) > 2 and steps[0.0002][-1] == 400 and len(set(steps[0.0002])) == len(steps[0.0002])
+
+
 BAD_INPUTS = [
     (["--hparams", "dqn_cartpol"], "unknown hparams 'dqn_cartpol'.*dqn_cartpole"),
     (["--hparams", "dqn_cartpole", "--hparam_override", "learning_rate=1"], "unknown setting 'learning_rate'"),
