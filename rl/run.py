@@ -69,13 +69,14 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
             group.join(agent)
             trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
 
-        saved_at = [time.monotonic()]  # the wall clock of the last checkpoint (checkpoint_minutes)
+        saved_at = time.monotonic()  # the wall clock of the last checkpoint (checkpoint_minutes)
 
         def checkpoint():
+            nonlocal saved_at
             state = snapshot(agent, hp.checkpoint_memory, stats)
             state["control"] = dict(control.changes)  # settings changed while running (rl/control.py)
             save(output_dir, agent.env_steps, state, keep=hp.keep_checkpoints)
-            saved_at[0] = time.monotonic()
+            saved_at = time.monotonic()
 
         diagnostics: dict = {}
         last = {"log": start, "eval": start, "ckpt": start}
@@ -106,7 +107,7 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
     def checkpoint_due() -> bool:
         """Every checkpoint_interval steps, and once checkpoint_minutes have passed since the last one, whichever
         comes first."""
-        overdue = 0 < hp.checkpoint_minutes <= (time.monotonic() - saved_at[0]) / 60
+        overdue = 0 < hp.checkpoint_minutes <= (time.monotonic() - saved_at) / 60
         return due("ckpt", hp.checkpoint_interval) or (overdue and agent.env_steps > last["ckpt"])
 
     with StopFlag() as stop:
