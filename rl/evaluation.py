@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rl import signals
 from rl.checkpoint import load_checkpoint, restore_checked, write_json
 from rl.envs import make_env
 from rl.envs.episode_stats import game_over, game_rewards
@@ -98,6 +99,12 @@ def has_display() -> bool:
 def test(hp, output_dir: Path, render: bool = False, record_video: bool = False, checkpoint: str = "latest") -> dict:
     """Restore a checkpoint (`checkpoint`: "latest", "best" or a file path), play `hp.test_episodes` greedy
     episodes, write `eval.json`. The memory is not restored: evaluation does not use it."""
+    with signals.phase("during evaluation (--training False): nothing to save; run the same command to evaluate "
+                       "again."):
+        return _test(hp, output_dir, render, record_video, checkpoint)
+
+
+def _test(hp, output_dir: Path, render: bool, record_video: bool, checkpoint: str) -> dict:
     from rl.trainer import build_agent, configure_torch, seed_everything
 
     state, path = load_checkpoint(output_dir, checkpoint)

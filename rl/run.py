@@ -143,7 +143,9 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         logger.close()
         write_json(output_dir / "eval.json", {"mode": "stopped_early", **stopped_early}, indent=2)
         return stopped_early
-    _, games = evaluation()  # the final one: timed out of steps/s and offered to best.pt like the others
+    with signals.phase(f"during the final evaluation: training ended and was checkpointed at step "
+                       f"{agent.env_steps}; run the same command to evaluate it."):
+        _, games = evaluation()  # the final one: timed out of steps/s and offered to best.pt like the others
     result = summarize(games.returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
                        best=best.best, **games.summary())
     logger.log(agent.env_steps, {**stats.summary(), **eval_row})

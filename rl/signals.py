@@ -15,6 +15,9 @@ Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, 
   SIGTERM on any rank ends every rank after the same step, rank 0 with a checkpoint (rl/parallel/collective.py).
 - A process with children to stop (`--copies`) forwards the signal to them (`forwarding`), and exits with its code
   once they have checkpointed.
+- After training (the final evaluation, which follows the last checkpoint) and in `--training False`'s evaluation
+  there is nothing to save either: the process ends at once, and its line says which phase the stop interrupted and
+  what is kept (`phase`).
 
 These exit codes (130, 143) are the ones Kubeflow's PyTorchJob (`restartPolicy: ExitCode`) and a Job's pod failure
 policy treat as retryable: the job is started again and resumes from the checkpoint.
@@ -30,6 +33,7 @@ import threading
 import time
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
+BEFORE_TRAINING = "before training began: nothing new to save; run the same command to resume."
 BLOCKED_GRACE_S = 2.0  # how long the main thread has to act on a signal itself before the watcher ends the process
 
 
@@ -38,6 +42,7 @@ class _State:
         self.signum = 0  # the first stop signal received while armed
         self.armed = 0  # > 0 while a loop or a parent acts on signals itself
         self.forward = None  # callable(signum) while forwarding to children
+        self.phase = BEFORE_TRAINING  # what a stop while nothing is armed interrupts, and what is kept
         self.handled = threading.Event()  # the main thread's handler ran for the latest signal
         self.watcher: threading.Thread | None = None
 
@@ -64,12 +69,12 @@ def _handle(signum, frame):
     if _state.armed:
         _state.signum = _state.signum or signum
         return
-    raise SystemExit(_before_training(signum))
+    raise SystemExit(_unarmed(signum))
 
 
-def _before_training(signum: int) -> int:
-    print(f"\n{name(signum)} before training began: nothing new to save; run the same command to resume.",
-          file=sys.stderr, flush=True)
+def _unarmed(signum: int) -> int:
+    """A stop with nothing armed to act on it: one line (the phase it interrupted), and the signal's exit code."""
+    print(f"\n{name(signum)} {_state.phase}", file=sys.stderr, flush=True)
     return exit_code(signum)
 
 
@@ -90,7 +95,7 @@ def _watch(sock: socket.socket) -> None:
             while time.monotonic() < deadline and not _state.handled.is_set():
                 time.sleep(0.05)
             if not _state.handled.is_set() and not _state.armed:
-                os._exit(_before_training(signum))
+                os._exit(_unarmed(signum))
             _state.handled.clear()
 
 
@@ -170,3 +175,19 @@ class forwarding(armed):
     def __exit__(self, *exc):
         _state.forward = None
         super().__exit__(*exc)
+
+
+class phase:
+    """While inside, a stop signal that nothing armed acts on ends the process with the line `says` (after the
+    signal's name): which phase it interrupted and what is kept, e.g. "during the final evaluation: ...". Outside,
+    the line is the one before training."""
+
+    def __init__(self, says: str):
+        self._says, self._old = says, None
+
+    def __enter__(self):
+        self._old, _state.phase = _state.phase, self._says
+        return self
+
+    def __exit__(self, *exc):
+        _state.phase = self._old

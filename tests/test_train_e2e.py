@@ -103,6 +103,44 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
     assert json.loads((out / "eval.json").read_text())["wall_time_s"] >= clock[-1] - 0.1
 
 
+def test_sigterm_while_evaluating_says_which_evaluation_and_the_command_evaluates_again(tmp_path, train_cli):
+    """Training is over and checkpointed when the final evaluation starts: a stop there saves nothing, says which
+    phase it interrupted (not "before training began"), and the same command evaluates the trained agent; so does a
+    stop in `--training False`'s evaluation."""
+    out = tmp_path / "run"
+    args = train_args(out, steps=400, extra=FAST.replace("eval_interval=200", "eval_interval=10000000"))
+    cmd = [sys.executable, "train.py", *args]
+    cmd[cmd.index("--eval_episodes") + 1] = "100000"  # an evaluation that outlasts the test
+    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while not any(step == 400 for step, _ in list_checkpoints(out)) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr and not (out / "eval.json").exists()
+    assert "SIGTERM during the final evaluation: training ended and was checkpointed at step 400" in stderr, stderr
+    res = train_cli(*args)
+    assert res.returncode == 0 and "resuming from step 400" in res.stdout, res.stderr
+    assert json.loads((out / "eval.json").read_text())["env_steps"] == 400
+    assert [s for s, _ in list_checkpoints(out)][-1] == 400
+
+    # --training False: evaluating, with nothing to save; its first video says the evaluation is under way
+    cmd = [sys.executable, "train.py", "--hparams", "dqn_cartpole", "--output_dir", str(out), "--training", "False",
+           "--record_video", "True", "--test_episodes", "100000"]
+    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while not (out / "videos" / "episode_000.mp4").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "SIGTERM during evaluation (--training False): nothing to save" in stderr, stderr
+
+
 def test_checkpoint_minutes_bounds_what_a_kill_can_cost(tmp_path, train_cli):
     """Steps alone would checkpoint only at the end here; a few milliseconds of checkpoint_minutes save on the way,
     and the run learns exactly as it would without them (a checkpoint reads the agent, it does not move it)."""
