@@ -6,8 +6,10 @@ evaluation mode without video on a restored checkpoint is tested on PPO in tests
 
 The budgets are the smallest that make at least one update happen and write a checkpoint: the overrides below
 shrink each family's warm-up, rollout, buffer and intervals (settings a set does not have are left alone), and
-`max_episode_steps=100` keeps the videos short (PyBullet's CPU renderer takes about 34 ms a frame, and HalfCheetah
-never terminates), so a new set is covered by registering it. Sets with more than 2 collection workers train with 2
+`max_episode_steps=25` keeps the evaluations and videos short (PyBullet's CPU renderer takes about 34 ms a frame and
+HalfCheetah never terminates; an IMPALA CNN's greedy step on 2 Atari envs takes about 45 ms on one core: at 100
+steps, ppo_atari_impala's case took 200 s beside a training run, at 25 97 s), so a new set is covered by registering
+it. Sets with more than 2 collection workers train with 2
 (evaluation does not use them; tests/test_seed_b_experiment_runs.py trains seed B's 7-worker sets with 2 as well). A
 case takes two train.py processes of about 2 s start-up each.
 """
@@ -30,7 +32,7 @@ def tiny_budget(name: str) -> tuple[int, str]:
     """(train_steps, --hparam_override) for a few seconds of `name` that update at least once and checkpoint."""
     hp = sets[name]()
     has = hp.to_dict()
-    over: dict = {"eval_interval": 0, "max_episode_steps": 100}  # evaluated once, at the end; short episodes
+    over: dict = {"eval_interval": 0, "max_episode_steps": 25}  # evaluated once, at the end; short episodes
     if "num_steps" in has:  # on-policy: one short rollout, one epoch
         over.update(num_steps=16, epochs=1)
         if hp.recurrent_seq_len:

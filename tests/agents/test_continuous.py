@@ -225,21 +225,25 @@ def test_discrete_env_is_a_clear_error(tmp_path, train_cli):
 # ---------------------------------------------------------------------------------------------------- learning
 @pytest.mark.learning
 @pytest.mark.parametrize("name, steps, override", [("sac_pendulum", 6_000, ""), ("td3_pendulum", 15_000, ""),
-                                                   ("sac_pendulum", 8_000, "model=gsde_actor,act_select=gsde")])
+                                                   ("sac_pendulum", 5_000, "model=gsde_actor,act_select=gsde")])
 def test_pendulum_learns(tmp_path, train_cli, name, steps, override):
-    """Within less than the set's 20000 steps, greedy evaluation > -250. Measured over seeds 0-5: sac_pendulum at 6k
-    -111 / -617 / -122 / -134 / -124 / -132, td3_pendulum at 15k -132 / -173 / -158 / -164 / -144 / -158; with gSDE
-    (the PyBullet sets' exploration), seeds 0-3 at 6k: -123 / -193 / -134 / -200 on a CPU with AMX (bf16 matmuls),
-    but seed 0 at 6k -661.6 on an AMD EPYC without bf16 units (fp32; seed 1 -145.8), so 8k, where seeds 0-2 give
-    -123.5 / -145.1 / -132.9 on that CPU."""
+    """Within less than the set's 20000 steps, on 64x64 networks (the sets' own 256x256 and 400x300 cost 4-7 times
+    as much a step; their learning within these budgets is in docs/algorithms.md), most of 10 greedy episodes are
+    swung up: their median return > -250 (a policy that has not learned scores -1,200 to -1,700; a learned one misses
+    a few starts now and then, which moves the mean, not the median). Measured on an AMD EPYC without bf16 units
+    (fp32), median over the 10 episodes for seeds 0-7: sac_pendulum at 6k -123 / -125 / -122 / -130 / -128 / -129 /
+    -176 / -127 (means: seed 1 -305, seed 6 -617); with gSDE (the PyBullet sets' exploration) at 5k -124 / -125 /
+    -125 / -126 / -186 / -127 / -177 / -125; td3_pendulum (the zoo's 10k random warm-up) at 15k, seeds 0-5, -129 /
+    -136 / -130 / -189 / -190 / -192. Each case takes 20-40 s here beside a training run, against 200-320 s on the
+    sets' own networks. The actor loss's sign flipped (SAC's or TD3's) fails it at about -1,650."""
     assert sets[name]().train_steps >= steps
     out = tmp_path / "run"
+    override = ",".join(x for x in ["eval_interval=0", "hidden_sizes=[64,64]", override] if x)
     res = train_cli("--hparams", name, "--output_dir", str(out), "--train_steps", str(steps), "--eval_episodes",
-                    "10", "--seed", "0", "--hparam_override", ",".join(x for x in ["eval_interval=0", override] if x),
-                    timeout=1200)
+                    "10", "--seed", "0", "--hparam_override", override, timeout=1200)
     assert res.returncode == 0, res.stderr[-2000:]
     ev = json.loads((out / "eval.json").read_text())
-    assert ev["mean_return"] > -250, ev
+    assert len(ev["returns"]) == 10 and np.median(ev["returns"]) > -250, ev
 
 
 def test_prioritized_n_step_memory_plugs_in():

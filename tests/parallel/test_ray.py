@@ -415,10 +415,11 @@ def test_a_ray_rank_that_fails_or_cannot_be_placed_ends_the_run_in_one_line_not_
 # ---------------------------------------------------------------------------------------------------- end to end
 RAY_RUNS = {  # name: (set, num_workers, steps, overrides): 2 collection workers for an on-policy, a replay and an
     # Atari set; DPPO's second rank as a Ray actor in a torch.distributed group with this process (the cluster's
-    # 3 CPUs hold one rank actor, or 2 workers, at a time)
+    # 3 CPUs hold one rank actor, or 2 workers, at a time); Atari's games cut at 100 agent steps, so that its final
+    # evaluation is not a whole game of Pong played by an untrained policy
     "ppo_cartpole": ("ppo_cartpole", 2, 2000, ""),
     "dqn_cartpole": ("dqn_cartpole", 2, 2000, ""),
-    "ppo_atari": ("ppo_atari", 2, 512, ",worker_envs=2,num_steps=32,batch_size=64,epochs=1"),
+    "ppo_atari": ("ppo_atari", 2, 512, ",worker_envs=2,num_steps=32,batch_size=64,epochs=1,max_episode_steps=100"),
     "dppo_cartpole": ("ppo_cartpole", 0, 1024, ",num_grad_workers=2,grad_communication=sync,target_kl=0.02,"
                       "ray_rank_resources=cpu_node:1"),
     "impala_vtrace": ("impala_cartpole", 2, 2048, ",max_policy_lag=2"),  # V-trace, stale data dropped past lag 2
