@@ -9,8 +9,9 @@ shrink each family's warm-up, rollout, buffer and intervals (settings a set does
 `max_episode_steps=25` keeps the evaluations and videos short (PyBullet's CPU renderer takes about 34 ms a frame and
 HalfCheetah never terminates; an IMPALA CNN's greedy step on 2 Atari envs takes about 45 ms on one core: at 100
 steps, ppo_atari_impala's case took 200 s beside a training run, at 25 97 s), so a new set is covered by registering
-it. Sets with more than 2 collection workers train with 2 (evaluation does not use them; tests/test_seed_b_experiment_runs.py trains seed B's 7-worker sets with 2 as well). A
-case takes two train.py processes of about 2 s start-up each.
+it. Sets with more than 2 collection workers train with 2 (evaluation does not use them;
+tests/test_seed_b_experiment_runs.py trains seed B's 7-worker sets with 2 as well). A case takes two train.py
+processes of about 2 s start-up each.
 """
 
 from __future__ import annotations
