@@ -53,21 +53,17 @@ def filled_rollout():
 
 def pytest_collection_modifyitems(config, items):
     """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow. Under
-    pytest-xdist (`-n 2 --dist loadfile`, the README's command) a file's tests run in one worker, so the tests on the
-    Ray cluster, which one child pytest runs (tests/parallel/conftest.py), must live in one file, and so must the
-    container tests (one docker image): a second file would start a second child or image build in the other
-    worker."""
-    files = {"ray_cluster": set(), "container": set()}
+    pytest-xdist (`-n 2 --dist loadgroup`, the README's command) tests go to whichever worker is free, one by one, but
+    those of one group: the tests on the Ray cluster, which one child pytest runs (tests/parallel/conftest.py), are one
+    group, and so are the container tests (one docker image), so that neither is started twice. The slow tests are
+    put first (pytest-xdist hands out the largest group first) so that the two workers end together on quick ones."""
     for item in items:
         cluster, container = "ray_cluster" in getattr(item, "fixturenames", ()), item.get_closest_marker("container")
         if item.get_closest_marker("learning") or container or cluster:
             item.add_marker(pytest.mark.slow)
         if cluster or container:
-            files["ray_cluster" if cluster else "container"].add(item.nodeid.split("::")[0])
-    for kind, paths in files.items():
-        if len(paths) > 1:
-            raise pytest.UsageError(f"the {kind} tests must live in one file (one worker under -n 2 --dist loadfile), "
-                                    f"found them in {', '.join(sorted(paths))}")
+            item.add_marker(pytest.mark.xdist_group("ray_cluster" if cluster else "container"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: each file's order kept
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one torch thread each, as train.py runs

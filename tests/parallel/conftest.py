@@ -14,8 +14,8 @@ result to a JSON file, and the test process reports them as its own, with the ch
 test waits for the whole child). A child that crashes (killed by a signal, even after reporting every test) fails
 every cluster test, and one that gives no results (timed out, results unreadable) fails them at once, with the
 reason: failed tests, not a session status, so that pytest-xdist's workers (`-n 2`) report it too. The cluster tests
-live in one file (test_ray.py; tests/conftest.py refuses a second), which `--dist loadfile` gives to one worker: it runs
-the child while the other runs the rest.
+are one xdist group (tests/conftest.py), which `--dist loadgroup` gives to one worker: it runs the child while the other
+runs the rest.
 """
 
 from __future__ import annotations
@@ -76,6 +76,12 @@ def uses_cluster(item) -> bool:
     return "ray_cluster" in getattr(item, "fixturenames", ())
 
 
+def child_id(item) -> str:
+    """The test's id in the child pytest: without the `@ray_cluster` that pytest-xdist's loadgroup appends in a worker
+    (tests/conftest.py puts the cluster tests in that group)."""
+    return item.nodeid.removesuffix("@ray_cluster")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """In the test process, a cluster test's body is not run here: its result comes from the child pytest, which the
@@ -85,13 +91,13 @@ def pytest_pyfunc_call(pyfuncitem):
     stash = pyfuncitem.config.stash
     if RESULTS not in stash:
         try:
-            stash[RESULTS] = run_child([i.nodeid for i in pyfuncitem.session.items if uses_cluster(i)])
+            stash[RESULTS] = run_child([child_id(i) for i in pyfuncitem.session.items if uses_cluster(i)])
         except Exception as e:  # timed out, or corrupt results: the other cluster tests fail at once, not run it again
             stash[RESULTS] = ({}, None, f"{type(e).__name__}: {e}")
     results, status, output = stash[RESULTS]
     why = "gave no results" if status is None else f"(exit status {status}) did not report this test"
     missing = ("failed", f"the child pytest {why}:\n{output}", 0.0)
-    outcome, text, _ = results.get(pyfuncitem.nodeid, missing)
+    outcome, text, _ = results.get(child_id(pyfuncitem), missing)
     if status not in (None, 0, 1):  # killed (a signal at exit included): none of its results can be trusted
         pytest.fail(f"the child pytest of the Ray cluster tests ended with status {status} (it reported this test "
                     f"{outcome}):\n{output}", pytrace=False)
@@ -107,8 +113,8 @@ def pytest_runtest_makereport(item, call):
     """A cluster test's call takes the time it took in the child (what --durations shows)."""
     report = yield
     results = item.config.stash.get(RESULTS, ({},))[0]
-    if report.when == "call" and item.nodeid in results:
-        report.duration = results[item.nodeid][2]
+    if report.when == "call" and child_id(item) in results:
+        report.duration = results[child_id(item)][2]
     return report
 
 
