@@ -262,6 +262,8 @@ class Controller:
             return f"control: checkpoint saved at step {step}"
         if command == "evaluate":
             mean = self.evaluate()
+            if mean is None:
+                return f"control: the evaluation at step {step} was stopped by a stop signal"
             return f"control: evaluation at step {step}: {mean:.2f}"
         if command != "set":
             raise ConfigError(request.get("error", f"unknown request {request!r}"))

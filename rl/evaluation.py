@@ -35,9 +35,11 @@ class Games:
         return {"lengths": self.lengths, "time_limited": int(sum(self.time_limited))}
 
 
-def play(agent, hp, episodes: int, seed: int) -> Games:
+def play(agent, hp, episodes: int, seed: int, stopped=lambda: False) -> Games | None:
     """`episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh vector env;
-    on envs that report games (Atari) an episode is a whole game and its return the unclipped score."""
+    on envs that report games (Atari) an episode is a whole game and its return the unclipped score. None when
+    `stopped()` turns true before they end (a stop signal during training: a greedy Atari game can last 27,000 agent
+    steps, minutes, and a cluster's grace period after SIGTERM is 30 s)."""
     games = Games()
     while len(games.returns) < episodes:
         n = min(episodes - len(games.returns), 32)
@@ -47,6 +49,9 @@ def play(agent, hp, episodes: int, seed: int) -> Games:
         total, length = np.zeros(n), np.zeros(n, int)
         running, limited = np.ones(n, bool), np.zeros(n, bool)
         while running.any():
+            if stopped():
+                env.close()
+                return None
             actions, state = agent.act_eval(obs, state)
             obs, rewards, terminated, truncated, info = env.step(actions)
             total += game_rewards(rewards, info) * running

@@ -83,10 +83,13 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         eval_row: dict = {}
         stopped_early: dict = {}
 
-        def evaluation() -> tuple[float, Games]:
+        def evaluation() -> tuple[float, Games] | None:
+            """A greedy evaluation, or None when a stop signal came during it (the loop then checkpoints and exits)."""
             nonlocal eval_row
             with logger.outside_training():
-                games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000)
+                games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000, stopped=signals.received)
+            if games is None:
+                return None
             best.offer(agent, games.returns)
             eval_row = {"eval/return_mean": float(np.mean(games.returns)),
                         "eval/return_std": float(np.std(games.returns)),
@@ -95,8 +98,11 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
             last["log"] = -1  # log this evaluation now
             return eval_row["eval/return_mean"], games
 
-        control = Controller(output_dir, hp, agent, logger.log, evaluate=lambda: evaluation()[0],
-                             checkpoint=checkpoint)
+        def evaluate_on_request() -> float | None:
+            done = evaluation()
+            return None if done is None else done[0]
+
+        control = Controller(output_dir, hp, agent, logger.log, evaluate=evaluate_on_request, checkpoint=checkpoint)
     except BaseException:
         closing(control, trainer, group, children)
         raise
@@ -115,8 +121,8 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
             while not stopped_early and not trainer.finished(stop.signum):
                 diagnostics = trainer.step() or diagnostics
                 control.poll()  # between updates: settings changed from outside, checkpoint or evaluate on request
-                if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
-                    mean, games = evaluation()
+                if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps and (done := evaluation()):
+                    mean, games = done
                     if on_evaluation is not None and on_evaluation(agent.env_steps, mean):
                         stopped_early = summarize(games.returns, env_steps=agent.env_steps, stopped_early=True,
                                                   wall_time_s=round(logger.wall_time_s(), 2), **games.summary())

@@ -103,6 +103,30 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
     assert json.loads((out / "eval.json").read_text())["wall_time_s"] >= clock[-1] - 0.1
 
 
+def test_sigterm_during_a_periodic_evaluation_gives_it_up_checkpoints_and_exits(tmp_path, train_cli):
+    """A greedy Atari game can last minutes and a cluster's grace period after SIGTERM is 30 s: a stop during an
+    evaluation inside training gives the evaluation up (it is not logged) and checkpoints at once."""
+    out = tmp_path / "run"
+    extra = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000").replace("log_interval=100",
+                                                                                            "log_interval=20")
+    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=extra)]
+    cmd[cmd.index("--eval_episodes") + 1] = "100000"  # the first evaluation (step 200) outlasts the test
+    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    progress = out / "progress.csv"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (progress.exists() and time.time() - progress.stat().st_mtime > 3):
+        time.sleep(0.2)  # a row every 20 steps until the evaluation: 3 s without one is the evaluation under way
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr and "SIGTERM: saved a checkpoint" in stdout
+    (step, _), = list_checkpoints(out)
+    assert 200 <= step < 220, step  # where the evaluation began: training had not gone past it
+    rows = list(csv.DictReader(open(progress)))
+    assert not any(r.get("eval_return_mean") for r in rows), rows[-1]
+
+
 def test_sigterm_while_evaluating_says_which_evaluation_and_the_command_evaluates_again(tmp_path, train_cli):
     """Training is over and checkpointed when the final evaluation starts: a stop there saves nothing, says which
     phase it interrupted (not "before training began"), and the same command evaluates the trained agent; so does a
