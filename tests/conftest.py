@@ -51,6 +51,7 @@ def filled_rollout():
     return fill_rollout
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which appends the group to each test's id
 def pytest_collection_modifyitems(config, items):
     """`-m "not slow"` is the quick inner loop: learning tests and the tests on a Ray cluster are slow. Under
     pytest-xdist (`-n 2 --dist loadgroup`, the README's command) tests go to whichever worker is free, one by one, but
@@ -64,6 +65,24 @@ def pytest_collection_modifyitems(config, items):
         if cluster or container:
             item.add_marker(pytest.mark.xdist_group("ray_cluster" if cluster else "container"))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: each file's order kept
+
+
+UNGROUPED = pytest.StashKey[str]()  # why the xdist groups were lost in this worker
+
+
+def pytest_collection_finish(session):
+    """pytest-xdist's loadgroup keeps a group on one worker by appending `@group` to its tests' ids in each worker;
+    with pytest 9.2 the append is silently lost (pytest-xdist#1386: requirements-dev.txt keeps pytest below 9.2), and
+    each worker would start its own Ray child and docker image: the grouped tests fail in one line instead."""
+    if session.config.getoption("loadgroup", default=False):  # a worker of -n N --dist loadgroup
+        if any(i.get_closest_marker("xdist_group") and "@" not in i.nodeid for i in session.items):
+            session.config.stash[UNGROUPED] = (f"pytest-xdist's loadgroup did not group this test (pytest "
+                                               f"{pytest.__version__}, pytest-xdist#1386): pip install 'pytest<9.2'")
+
+
+def pytest_runtest_setup(item):
+    if UNGROUPED in item.config.stash and item.get_closest_marker("xdist_group"):
+        pytest.fail(item.config.stash[UNGROUPED], pytrace=False)
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one torch thread each, as train.py runs
