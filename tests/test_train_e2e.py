@@ -114,9 +114,14 @@ def test_sigterm_during_a_periodic_evaluation_gives_it_up_checkpoints_and_exits(
     proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     progress = out / "progress.csv"
+
+    def evaluating() -> bool:  # a row every 20 steps up to 180, none during the evaluation at 200
+        rows = progress.read_text().split() if progress.exists() else []
+        return len(rows) > 1 and int(rows[-1].split(",")[0]) >= 180 and time.time() - progress.stat().st_mtime > 3
+
     deadline = time.time() + 120
-    while time.time() < deadline and not (progress.exists() and time.time() - progress.stat().st_mtime > 3):
-        time.sleep(0.2)  # a row every 20 steps until the evaluation: 3 s without one is the evaluation under way
+    while time.time() < deadline and not evaluating():
+        time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
