@@ -39,7 +39,7 @@ def play(agent, hp, episodes: int, seed: int, stopped=lambda: False) -> Games | 
     """`episodes` evaluation episodes (greedy unless `eval_deterministic` is off), one per env of a fresh vector env;
     on envs that report games (Atari) an episode is a whole game and its return the unclipped score. None when
     `stopped()` turns true before they end (a stop signal during training: a greedy Atari game can last 27,000 agent
-    steps, minutes, and a cluster's grace period after SIGTERM is 30 s)."""
+    steps, minutes, and a pod's grace period after SIGTERM is 30 s by default, 120 s in k8s/)."""
     games = Games()
     while len(games.returns) < episodes:
         n = min(episodes - len(games.returns), 32)

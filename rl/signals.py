@@ -12,9 +12,9 @@ Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, 
   socket (`signal.set_wakeup_fd`), and a thread reading it ends the process when the main thread has not within 2 s.
 - In the training loop (`StopFlag`, rl/run.py) the signal is recorded; the loop stops at its next step, checkpoints
   and exits with 128 + the number. A periodic evaluation under way is given up at its next env step (`received()`):
-  a greedy Atari game can last minutes, a pod's grace period is 30 s. A rank of a DPPO group carries the stop to its
-  peers in the next all-reduce, so a SIGTERM on any rank ends every rank after the same step, rank 0 with a
-  checkpoint (rl/parallel/collective.py).
+  a greedy Atari game can last minutes, a pod's grace period is 30 s by default. A rank of a DPPO group carries the
+  stop to its peers in the next all-reduce, so a SIGTERM on any rank ends every rank after the same step, rank 0 with
+  a checkpoint (rl/parallel/collective.py).
 - A process with children to stop (`--copies`) forwards the signal to them (`forwarding`), and exits with its code
   once they have checkpointed.
 - After training (the final evaluation, which follows the last checkpoint) and in `--training False`'s evaluation
