@@ -8,11 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import imageio.v3 as iio
 import pytest
 
 from rl.checkpoint import list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FAST = "learning_starts=100,train_freq=50,gradient_steps=5,checkpoint_interval=200,log_interval=100,eval_interval=200"
 
@@ -79,20 +82,25 @@ def test_copies_run_independent_seeds(tmp_path, train_cli):
     assert "over 2 copies" in res.stdout
 
 
-def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
-    out = tmp_path / "run"
-    never = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000")
-    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=never)]
-    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def stopped_with_a_checkpoint(cmd: list[str], ready, after: float = 0.0) -> None:
+    """Run train.py's `cmd`, send it SIGTERM once `ready()` (at most 120 s), and check that it saved a checkpoint and
+    exited 143 within 60 s."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not (out / "progress.csv").exists() and time.time() < deadline:
+    while not ready() and time.time() < deadline:
         time.sleep(0.2)
-    time.sleep(0.5)
+    time.sleep(after)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert "Traceback" not in stderr and "SIGTERM: saved a checkpoint" in stdout
+
+
+def test_sigterm_saves_and_exits_cleanly_then_resumes(tmp_path, train_cli):
+    out = tmp_path / "run"
+    never = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000")
+    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=never)]
+    stopped_with_a_checkpoint(cmd, lambda: (out / "progress.csv").exists(), after=0.5)
     (step, _), = list_checkpoints(out)
     assert step > 0
     res = train_cli(*train_args(out, steps=step + 100))
@@ -111,21 +119,13 @@ def test_sigterm_during_a_periodic_evaluation_gives_it_up_checkpoints_and_exits(
                                                                                             "log_interval=20")
     cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=extra)]
     cmd[cmd.index("--eval_episodes") + 1] = "100000"  # the first evaluation (step 200) outlasts the test
-    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
     progress = out / "progress.csv"
 
     def evaluating() -> bool:  # a row every 20 steps up to 180, none during the evaluation at 200
         rows = progress.read_text().split() if progress.exists() else []
         return len(rows) > 1 and int(rows[-1].split(",")[0]) >= 180 and time.time() - progress.stat().st_mtime > 3
 
-    deadline = time.time() + 120
-    while time.time() < deadline and not evaluating():
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM, stderr
-    assert "Traceback" not in stderr and "SIGTERM: saved a checkpoint" in stdout
+    stopped_with_a_checkpoint(cmd, evaluating)
     (step, _), = list_checkpoints(out)
     assert 200 <= step < 220, step  # where the evaluation began: training had not gone past it
     rows = list(csv.DictReader(open(progress)))
