@@ -140,7 +140,7 @@ def test_sigterm_while_evaluating_says_which_evaluation_and_the_command_evaluate
     args = train_args(out, steps=400, extra=FAST.replace("eval_interval=200", "eval_interval=10000000"))
     cmd = [sys.executable, "train.py", *args]
     cmd[cmd.index("--eval_episodes") + 1] = "100000"  # an evaluation that outlasts the test
-    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + 120
     while not any(step == 400 for step, _ in list_checkpoints(out)) and time.time() < deadline:
@@ -159,7 +159,7 @@ def test_sigterm_while_evaluating_says_which_evaluation_and_the_command_evaluate
     # --training False: evaluating, with nothing to save; its first video says the evaluation is under way
     cmd = [sys.executable, "train.py", "--hparams", "dqn_cartpole", "--output_dir", str(out), "--training", "False",
            "--record_video", "True", "--test_episodes", "100000"]
-    proc = subprocess.Popen(cmd, cwd=train_cli.__globals__["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + 120
     while not (out / "videos" / "episode_000.mp4").exists() and time.time() < deadline:
