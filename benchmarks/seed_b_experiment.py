@@ -269,6 +269,8 @@ def seed_differences(values: np.ndarray, reps: int = 2000) -> str:
     text = f"{np.round(values, 1).tolist()}"
     if not len(seen):
         return text + " (no seed with such windows)"
+    if len(seen) == 1:  # a bootstrap over one seed is that seed: no interval, not a zero-width one
+        return f"{text} (one seed: no interval over seeds, {'above' if seen[0] > 0 else 'not above'} 0)"
     means = np.random.default_rng(0).choice(seen, size=(reps, len(seen))).mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return (f"{text} (mean {seen.mean():+.1f} [{low:+.1f}, {high:+.1f}] over seeds, above 0 in {(seen > 0).sum()} "

@@ -33,7 +33,7 @@ def test_a_run_stopped_short_is_compared_over_the_windows_both_reached(capsys):
     score, greedy = [t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform")]
     # high: 300 - 100; low over window 2 only (uniform's window 3, which elite never reached, is left out): 70 - 50
     assert "high-volatility [200.0]" in score and "low-volatility [20.0]" in score
-    assert "above 0 in 1 of 1" in score
+    assert "(one seed: no interval over seeds, above 0)" in score  # not a zero-width interval
     # the greedy evaluations: elite was not evaluated at 300k, so its window 2 has no greedy slope (not interpolated)
     assert "high-volatility [200.0]" in greedy and "low-volatility [nan] (no seed with such windows)" in greedy
 
@@ -44,6 +44,8 @@ def test_seed_differences_give_a_bootstrap_interval_over_seeds():
     low, high = (float(x) for x in text.split("[")[2].split("]")[0].split(", "))
     assert 10.0 <= low < 20.0 < high <= 30.0  # resampled means of 3 seeds lie between the lowest and the highest
     assert text.endswith("above 0 in 3 of 3)")
+    one = driver.seed_differences(np.array([-5.0, np.nan]))
+    assert one == "[-5.0, nan] (one seed: no interval over seeds, not above 0)"
 
 
 def test_the_final_evaluation_says_how_many_games_the_time_limit_ended():
