@@ -83,11 +83,15 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
         eval_row: dict = {}
         stopped_early: dict = {}
 
+        def stop_seen() -> int:
+            """A stop signal here, or one that a rank > 0 got while waiting for this evaluation to end."""
+            return signals.received() or (group.peer_stopped() if group is not None else 0)
+
         def evaluation() -> tuple[float, Games] | None:
             """A greedy evaluation, or None when a stop signal came during it (the loop then checkpoints and exits)."""
             nonlocal eval_row
             with logger.outside_training():
-                games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000, stopped=signals.received)
+                games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000, stopped=stop_seen)
             if games is None:
                 return None
             best.offer(agent, games.returns)

@@ -14,7 +14,8 @@ Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, 
   and exits with 128 + the number. A periodic evaluation under way is given up at its next env step (`received()`):
   a greedy Atari game can last minutes, a pod's grace period is 30 s by default. A rank of a DPPO group carries the
   stop to its peers in the next all-reduce, so a SIGTERM on any rank ends every rank after the same step, rank 0 with
-  a checkpoint (rl/parallel/collective.py).
+  a checkpoint (rl/parallel/collective.py); a rank > 0 also posts it to the group's store at once (`tell`, from the
+  watcher thread: the rank waits in an all-reduce while rank 0 evaluates), and rank 0 gives its evaluation up.
 - A process with children to stop (`--copies`) forwards the signal to them (`forwarding`), and exits with its code
   once they have checkpointed.
 - After training (the final evaluation, which follows the last checkpoint) and in `--training False`'s evaluation
@@ -44,6 +45,7 @@ class _State:
         self.signum = 0  # the first stop signal received while armed
         self.armed = 0  # > 0 while a loop or a parent acts on signals itself
         self.forward = None  # callable(signum) while forwarding to children
+        self.tell = None  # callable(signum) while armed with `tell`: called from the watcher thread
         self.phase = BEFORE_TRAINING  # what a stop while nothing is armed interrupts, and what is kept
         self.handled = threading.Event()  # the main thread's handler ran for the latest signal
         self.watcher: threading.Thread | None = None
@@ -93,6 +95,11 @@ def _watch(sock: socket.socket) -> None:
         for signum in data:
             if signum not in STOPS:
                 continue
+            if _state.armed and _state.tell is not None:
+                try:
+                    _state.tell(signum)
+                except Exception as exc:  # a peer that is already gone: the stop still ends this process's loop
+                    print(f"warning: could not tell the group of {name(signum)}: {exc}", file=sys.stderr, flush=True)
             deadline = time.monotonic() + BLOCKED_GRACE_S
             while time.monotonic() < deadline and not _state.handled.is_set():
                 time.sleep(0.05)
@@ -132,10 +139,13 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class armed:
-    """While inside: a stop signal is recorded (`received()`), not acted on; the caller stops and saves."""
+    """While inside: a stop signal is recorded (`received()`), not acted on; the caller stops and saves. `tell`, if
+    given, hears the signal's number at once, from the watcher thread, even while the main thread is blocked in C (a
+    DPPO rank waiting in an all-reduce for a rank 0 that evaluates: rl/parallel/collective.py)."""
 
-    def __init__(self):
+    def __init__(self, tell=None):
         self._old: dict = {}
+        self._tell = tell
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -146,6 +156,8 @@ class armed:
         if not _state.armed:
             _state.signum = 0
         _state.armed += 1
+        if self._tell is not None:
+            _state.tell = self._tell
         return self
 
     @property
@@ -154,6 +166,8 @@ class armed:
 
     def __exit__(self, *exc):
         _state.armed -= 1
+        if self._tell is not None:
+            _state.tell = None
         for sig, old in self._old.items():
             signal.signal(sig, old)
 

@@ -145,7 +145,7 @@ def follow(hp, output_dir: Path, rank: int, address, local_rank: int | None = No
         group.join(agent)
         trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank),
                                agent, group, hp.train_steps)
-        with armed() if signals else nullcontext() as stop:
+        with armed(tell=group.tell_stop) if signals else nullcontext() as stop:
             while not trainer.finished(stop.signum if signals else 0):
                 trainer.step()
             own = stop.signum if signals else 0

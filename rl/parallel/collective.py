@@ -16,9 +16,11 @@ normalisation) goes through `mean`, so the ranks agree and their collectives sta
 whole group: each process adds its peers' steps (they take as many as it does).
 
 A stop signal on any rank (a drained node, an evicted pod: Kubernetes sends SIGTERM to that pod alone) thus stops
-the whole group: rank 0 checkpoints, and every rank exits with 128 + the signal (143 for SIGTERM, on the ranks that
-did not get it too), a status that Kubeflow's PyTorchJob retries (`restartPolicy: ExitCode` recreates a pod that
-failed with 128 or more; OnFailure restarts any non-zero exit). A rank that exited 0 after a stop would stay
+the whole group: rank 0 checkpoints (a rank > 0 also posts its stop to the group's store at once, so rank 0 gives up
+an evaluation that the rank would otherwise wait out in its all-reduce, past the pod's grace period), and every
+rank exits with 128 + the signal (143 for SIGTERM, on the ranks that did not get it too), a status that Kubeflow's
+PyTorchJob retries (`restartPolicy: ExitCode` recreates a pod that failed with 128 or more; OnFailure restarts any
+non-zero exit). A rank that exited 0 after a stop would stay
 Succeeded, and the recreated rank 0 would wait for it alone. So the whole group is started again, and resumes.
 
 A peer that dies (or says nothing for `group_timeout_s`) makes every surviving rank leave with one line and
@@ -33,6 +35,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -128,9 +131,16 @@ class GradientGroup:
             torch.cuda.set_device((rank if local_rank is None else local_rank) % torch.cuda.device_count())
         init = address if isinstance(address, str) else f"tcp://127.0.0.1:{address}"
         self.rank, self.world = rank, world
-        with self.collective():
-            dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
-                                    timeout=datetime.timedelta(seconds=timeout_s))
+        timeout = datetime.timedelta(seconds=timeout_s)
+        with self.collective():  # the store init_process_group would meet at, kept: stops travel through it too
+            store, _, _ = next(dist.rendezvous(init, rank, world, timeout=timeout))
+            store.set_timeout(timeout)
+            dist.init_process_group(backend, store=dist.PrefixStore("default_pg", store), rank=rank, world_size=world,
+                                    timeout=timeout)
+        self.stops = dist.PrefixStore("rl_stop", store)
+        if rank == 0:  # a store that outlived an earlier group (a launcher's) holds no stop of that group's
+            self.stops.delete_key("signum")
+        self.looked_at = 0.0  # when rank 0 last looked for a stop in the store (peer_stopped)
         self.flags = torch.zeros(len(FLAGS))  # [SIGTERM, SIGINT, train_steps reached], summed across the group
         self.agreed = False
         self.stop_signum = 0  # the stop signal some rank got, once an all-reduce carried it (0: none)
@@ -152,6 +162,24 @@ class GradientGroup:
         if not self.stop_signum:
             self.stop_signum = next((int(sig) for sig, count in zip(FLAGS, seen, strict=False)
                                      if sig and count > 0), 0)
+
+    def tell_stop(self, signum: int) -> None:
+        """A rank > 0 got `signum`: post it to the store now (called from the signal watcher thread while this rank
+        may wait in an all-reduce for rank 0), so rank 0 gives up an evaluation under way (`peer_stopped`). The stop
+        itself still travels in the next all-reduce's flags."""
+        self.stops.set("signum", str(int(signum)))
+
+    def peer_stopped(self, every_s: float = 0.5) -> int:
+        """The stop signal a rank > 0 posted (0: none); the store is asked at most every `every_s` seconds (rank 0,
+        between the env steps of an evaluation)."""
+        now = time.monotonic()
+        if now - self.looked_at < every_s:
+            return 0
+        self.looked_at = now
+        try:
+            return int(self.stops.get("signum")) if self.stops.check(["signum"]) else 0
+        except RuntimeError:  # the store's host is gone: the next all-reduce says so
+            return 0
 
     def mean(self, x: torch.Tensor) -> torch.Tensor:
         """The mean of `x` over the group (a new tensor): what every rank decides from is the same."""

@@ -8,6 +8,7 @@ line and exit 2.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import multiprocessing as mp
@@ -36,11 +37,12 @@ def group_env(rank: int, port: int, world: int = 2) -> dict[str, str]:
             "LOCAL_RANK": str(rank)}
 
 
-def start(rank: int, port: int, out: Path, steps: int, logs: Path, override: str = "") -> subprocess.Popen:
+def start(rank: int, port: int, out: Path, steps: int, logs: Path, override: str = "",
+          eval_episodes: int = 2) -> subprocess.Popen:
     """`python train.py` as one rank; its stdout and stderr go to files under `logs` (read while it runs)."""
     logs.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, str(ROOT / "train.py"), "--hparams", "ppo_cartpole", "--output_dir", str(out),
-            "--train_steps", str(steps), "--eval_episodes", "2"]
+            "--train_steps", str(steps), "--eval_episodes", str(eval_episodes)]
     if override:
         args += ["--hparam_override", override]
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "WORLD_SIZE")}
@@ -293,6 +295,35 @@ def test_sigterm_to_one_rank_checkpoints_exits_143_on_every_rank_and_the_group_r
     assert codes == [0, 0], read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
     assert f"resuming from step {step}" in read(logs, 0)
     assert json.loads((out / "eval.json").read_text())["env_steps"] >= step + 1024
+
+
+def test_a_worker_evicted_while_rank_0_evaluates_stops_the_evaluation_and_the_group(tmp_path):
+    """Rank 1 gets SIGTERM while rank 0 is in a periodic evaluation (rank 1 waits in an all-reduce for it): the stop
+    reaches rank 0 through the group's store, not only in the next all-reduce, so rank 0 gives the evaluation up and
+    the group checkpoints within the pod's grace period (here an evaluation of 100,000 games that would last hours)."""
+    logs, out, port = tmp_path / "logs", tmp_path / "run", free_port()
+    override = "log_interval=256,checkpoint_interval=10000000,eval_interval=2048"  # 512 steps a group step
+    procs = [start(r, port, out, NEVER_ENDS, logs, override, eval_episodes=100_000) for r in range(2)]
+    progress = out / "progress.csv"
+
+    def evaluating() -> bool:  # a row every group step up to 1536, then none while rank 0 evaluates at 2048
+        rows = progress.read_text().split() if progress.exists() else []
+        return len(rows) > 1 and int(rows[-1].split(",")[0]) >= 1536 and time.time() - progress.stat().st_mtime > 3
+
+    try:
+        deadline = time.monotonic() + 120
+        while not evaluating() and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), read(logs, 0, "err") + read(logs, 1, "err")
+            time.sleep(0.2)
+        procs[1].send_signal(signal.SIGTERM)
+        codes = finish(procs, timeout=60)
+    finally:
+        finish(procs, timeout=1)
+    both = read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
+    assert codes == [128 + signal.SIGTERM] * 2, both
+    assert "SIGTERM (on another rank of the group): saved a checkpoint" in read(logs, 0)
+    assert 2048 <= newest_step(out) <= 2048 + 3 * 512  # the evaluation's step, and the steps that carry the stop
+    assert not any(r.get("eval_return_mean") for r in csv.DictReader(open(progress)))  # given up: not logged
 
 
 @pytest.mark.skipif(shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None,
