@@ -99,9 +99,12 @@ def test_a_running_job_changes_its_learning_rate_checkpoints_and_keeps_it_after_
 
 
 @pytest.mark.slow
-def test_evaluate_on_request_and_what_cannot_change(tmp_path):
+def test_evaluate_on_request_and_what_cannot_change_and_a_stop_during_an_evaluation(tmp_path):
+    """Evaluate on request, one line for what cannot change; then SIGTERM while the job plays an evaluation someone
+    asked for (100,000 games): the job gives it up, checkpoints and exits 143, and the one who asked is told the
+    evaluation was stopped, not left waiting."""
     out = tmp_path / "run"
-    proc = start_job(out)
+    proc = start_job(out, "--hparam_override", "log_interval=256")  # a row every update
     try:
         evaluated = control(out, "evaluate")
         assert evaluated.returncode == 0 and "control: evaluation at step" in evaluated.stdout, evaluated.stderr
@@ -111,29 +114,23 @@ def test_evaluate_on_request_and_what_cannot_change(tmp_path):
                               ("flush", "expected checkpoint, evaluate or settings")]:
             bad = control(out, text)
             assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1, (text, bad.stderr)
+        assert control(out, "eval_episodes=100000").returncode == 0
+        asked = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "--output_dir", str(out), "--control",
+                                  "evaluate"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        progress, deadline = out / "progress.csv", time.monotonic() + 120
+        while time.time() - progress.stat().st_mtime < 3:  # no row while it evaluates
+            assert time.monotonic() < deadline and asked.poll() is None, "the job never began the evaluation"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+        answer, error = asked.communicate(timeout=60)
     finally:
-        stop(proc)
-    with open(out / "progress.csv", newline="") as f:
-        assert any(r["eval_return_mean"] for r in csv.DictReader(f))
-
-
-@pytest.mark.slow
-def test_a_stop_during_an_evaluation_on_request_gives_it_up_and_the_answer_says_so(tmp_path):
-    """SIGTERM while the job plays an evaluation someone asked for (100,000 games here): the job gives it up,
-    checkpoints and exits 143, and the one who asked is told the evaluation was stopped, not left waiting."""
-    out = tmp_path / "run"
-    proc = start_job(out, "--eval_episodes", "100000", "--hparam_override", "log_interval=256")
-    asked = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "--output_dir", str(out), "--control",
-                              "evaluate"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    progress, deadline = out / "progress.csv", time.monotonic() + 120
-    while time.time() - progress.stat().st_mtime < 3:  # a row every update, none while it evaluates
-        assert time.monotonic() < deadline and asked.poll() is None, asked.communicate()
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    output, _ = proc.communicate(timeout=60)
-    answer, error = asked.communicate(timeout=60)
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM and "SIGTERM: saved a checkpoint" in output, output[-3000:]
     assert asked.returncode == 0 and "was stopped by a stop signal" in answer, (answer, error)
+    with open(out / "progress.csv", newline="") as f:
+        assert any(r["eval_return_mean"] for r in csv.DictReader(f))
 
 
 def hp_of(name: str, overrides: str = ""):

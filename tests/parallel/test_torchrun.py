@@ -265,19 +265,36 @@ def newest_step(out: Path) -> int:
     return max(int(p.stem.split("_")[1]) for p in (out / "checkpoints").glob("ckpt_*.pt"))
 
 
-@pytest.mark.parametrize("victim", [0, 1], ids=["master_drained", "worker_evicted"])
+def evaluating(progress: Path, last_row: int):
+    """Rank 0 is in an evaluation: it logged a row every group step up to `last_row`, and none for 3 s."""
+    rows = progress.read_text().split() if progress.exists() else []
+    return len(rows) > 1 and int(rows[-1].split(",")[0]) >= last_row and time.time() - progress.stat().st_mtime > 3
+
+
+@pytest.mark.parametrize("victim", [0, 1], ids=["master_drained", "worker_evicted_while_the_master_evaluates"])
 def test_sigterm_to_one_rank_checkpoints_exits_143_on_every_rank_and_the_group_resumes(tmp_path, victim):
     """Kubernetes sends SIGTERM to one pod: the Master's node is drained, or a Worker is evicted. The signalled rank
     flags the stop in the next all-reduce, rank 0 checkpoints, and both ranks exit 143: a PyTorchJob (restartPolicy
     ExitCode) recreates every pod that failed with 128 or more, and a rank that exited 0 would stay Succeeded while
-    the new Master waited for it alone. Started again, both ranks resume from rank 0's checkpoint."""
+    the new Master waited for it alone. Started again, both ranks resume from rank 0's checkpoint.
+    The Worker is evicted while the Master plays an evaluation (100,000 games, hours) and the Worker's rank waits for
+    it in an all-reduce: its stop reaches rank 0 through the group's store, rank 0 gives the evaluation up (it is not
+    logged), and the group checkpoints within the pod's grace period."""
     logs, out, port = tmp_path / "logs", tmp_path / "run", free_port()
     override = "log_interval=256,checkpoint_interval=10000000"  # the only checkpoint is the one the stop writes
-    procs = [start(r, port, out, NEVER_ENDS, logs, override) for r in range(2)]
+    if victim:  # 512 agent steps a group step; the first evaluation at 2048
+        procs = [start(r, port, out, NEVER_ENDS, logs, override + ",eval_interval=2048", eval_episodes=100_000)
+                 for r in range(2)]
+    else:
+        procs = [start(r, port, out, NEVER_ENDS, logs, override) for r in range(2)]
     try:
         wait_for_training(logs, procs)
+        deadline = time.monotonic() + 120
+        while victim and not evaluating(out / "progress.csv", 1536) and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), read(logs, 0, "err") + read(logs, 1, "err")
+            time.sleep(0.2)
         procs[victim].send_signal(signal.SIGTERM)
-        codes = finish(procs, timeout=120)
+        codes = finish(procs, timeout=60 if victim else 120)
     finally:
         finish(procs, timeout=1)
     both = read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
@@ -288,6 +305,9 @@ def test_sigterm_to_one_rank_checkpoints_exits_143_on_every_rank_and_the_group_r
     assert "rank 1: SIGTERM" in read(logs, 1)
     step = newest_step(out)
     assert step > 0
+    if victim:  # the evaluation's step, and the steps that carry the stop; the evaluation was not logged
+        assert 2048 <= step <= 2048 + 3 * 512, step
+        assert not any(r.get("eval_return_mean") for r in csv.DictReader(open(out / "progress.csv")))
 
     logs = tmp_path / "again"  # what the operator does next: both pods again, with the same command
     port = free_port()
@@ -295,35 +315,6 @@ def test_sigterm_to_one_rank_checkpoints_exits_143_on_every_rank_and_the_group_r
     assert codes == [0, 0], read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
     assert f"resuming from step {step}" in read(logs, 0)
     assert json.loads((out / "eval.json").read_text())["env_steps"] >= step + 1024
-
-
-def test_a_worker_evicted_while_rank_0_evaluates_stops_the_evaluation_and_the_group(tmp_path):
-    """Rank 1 gets SIGTERM while rank 0 is in a periodic evaluation (rank 1 waits in an all-reduce for it): the stop
-    reaches rank 0 through the group's store, not only in the next all-reduce, so rank 0 gives the evaluation up and
-    the group checkpoints within the pod's grace period (here an evaluation of 100,000 games that would last hours)."""
-    logs, out, port = tmp_path / "logs", tmp_path / "run", free_port()
-    override = "log_interval=256,checkpoint_interval=10000000,eval_interval=2048"  # 512 steps a group step
-    procs = [start(r, port, out, NEVER_ENDS, logs, override, eval_episodes=100_000) for r in range(2)]
-    progress = out / "progress.csv"
-
-    def evaluating() -> bool:  # a row every group step up to 1536, then none while rank 0 evaluates at 2048
-        rows = progress.read_text().split() if progress.exists() else []
-        return len(rows) > 1 and int(rows[-1].split(",")[0]) >= 1536 and time.time() - progress.stat().st_mtime > 3
-
-    try:
-        deadline = time.monotonic() + 120
-        while not evaluating() and time.monotonic() < deadline:
-            assert all(p.poll() is None for p in procs), read(logs, 0, "err") + read(logs, 1, "err")
-            time.sleep(0.2)
-        procs[1].send_signal(signal.SIGTERM)
-        codes = finish(procs, timeout=60)
-    finally:
-        finish(procs, timeout=1)
-    both = read(logs, 0, "err")[-3000:] + read(logs, 1, "err")[-3000:]
-    assert codes == [128 + signal.SIGTERM] * 2, both
-    assert "SIGTERM (on another rank of the group): saved a checkpoint" in read(logs, 0)
-    assert 2048 <= newest_step(out) <= 2048 + 3 * 512  # the evaluation's step, and the steps that carry the stop
-    assert not any(r.get("eval_return_mean") for r in csv.DictReader(open(progress)))  # given up: not logged
 
 
 @pytest.mark.skipif(shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None,
