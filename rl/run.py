@@ -92,13 +92,13 @@ def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=
             nonlocal eval_row
             with logger.outside_training():
                 games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000, stopped=stop_seen)
+            last["eval"] = agent.env_steps  # given up or not, not due again before the next interval
             if games is None:
                 return None
             best.offer(agent, games.returns)
             eval_row = {"eval/return_mean": float(np.mean(games.returns)),
                         "eval/return_std": float(np.std(games.returns)),
                         "eval/time_limited": games.summary()["time_limited"]}
-            last["eval"] = agent.env_steps
             last["log"] = -1  # log this evaluation now
             return eval_row["eval/return_mean"], games
 
