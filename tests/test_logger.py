@@ -61,6 +61,10 @@ def test_tensorboard_forgets_the_steps_done_again(tmp_path, clock):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     sitting(tmp_path, clock, 0, [10, 20, 30])
+    # TensorBoard reads a folder's event files in name order: events.out.tfevents.<second>.<host>.<pid>.<counter>.
+    # Resumed sittings are processes seconds apart; two in one second of one process (this test) order by the
+    # counter as text, and ".10" sorts before ".9" (a flake in CI): the second sitting begins a second later
+    time.sleep(1.05)
     sitting(tmp_path, clock, 20, [30, 40])
     events = EventAccumulator(str(tmp_path))
     events.Reload()
