@@ -141,6 +141,7 @@ class GradientGroup:
         if rank == 0:  # a store that outlived an earlier group (a launcher's) holds no stop of that group's
             self.stops.delete_key("signum")
         self.looked_at = 0.0  # when rank 0 last looked for a stop in the store (peer_stopped)
+        self.peer_signum = 0  # the stop a rank > 0 posted, once rank 0 has seen it
         self.flags = torch.zeros(len(FLAGS))  # [SIGTERM, SIGINT, train_steps reached], summed across the group
         self.agreed = False
         self.stop_signum = 0  # the stop signal some rank got, once an all-reduce carried it (0: none)
@@ -173,13 +174,14 @@ class GradientGroup:
         """The stop signal a rank > 0 posted (0: none); the store is asked at most every `every_s` seconds (rank 0,
         between the env steps of an evaluation)."""
         now = time.monotonic()
-        if now - self.looked_at < every_s:
-            return 0
+        if self.peer_signum or now - self.looked_at < every_s:  # a stop once seen stays seen
+            return self.peer_signum
         self.looked_at = now
         try:
-            return int(self.stops.get("signum")) if self.stops.check(["signum"]) else 0
+            self.peer_signum = int(self.stops.get("signum")) if self.stops.check(["signum"]) else 0
         except RuntimeError:  # the store's host is gone: the next all-reduce says so
-            return 0
+            pass
+        return self.peer_signum
 
     def mean(self, x: torch.Tensor) -> torch.Tensor:
         """The mean of `x` over the group (a new tensor): what every rank decides from is the same."""
