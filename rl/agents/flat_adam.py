@@ -1,15 +1,17 @@
-"""Adam (Kingma and Ba 2015) over one flat buffer that holds every parameter of a module.
+"""Adam (Kingma and Ba 2015), or RMSprop, over one flat buffer that holds every parameter of a module.
 
 The module's parameters become views of a single contiguous tensor, and their gradients views of another, so zeroing,
 clipping by global norm and the Adam step are each one op on one tensor, whatever the number of layers: the step is
 aten's fused Adam kernel (what torch.optim.Adam(fused=True) runs) on that tensor. The arithmetic is torch.optim.Adam's
-(non-amsgrad, no weight decay), step for step (tests/agents/test_flat_adam.py).
+(non-amsgrad, no weight decay), step for step (tests/agents/test_flat_adam.py). `kind="rmsprop"` (IMPALA's optimizer)
+is torch.optim.RMSprop's arithmetic (not centred, no momentum) in three ops on the same buffers.
 
 Why not torch.optim.Adam: on small networks the per-step cost is Python and dispatch overhead, not arithmetic.
 `benchmarks/optimizer_step.py --rounds 5` times a whole DQN gradient step (forward, backward, clipping, Adam) on
 dqn_cartpole's network (4-256-256-2, batch 64, one thread): median 665 us with FlatAdam against 849 us with
 torch.optim.Adam(fused=True) and 1049 us with foreach=True (AMD EPYC, 2026-11-23), about 4.5 s of dqn_cartpole's
-24.6k gradient steps; constructing the first torch.optim optimizer also imports torch._dynamo (1.2 s here).
+24.6k gradient steps; constructing or stepping a torch.optim optimizer also imports torch._dynamo (1.2-1.7 s of every
+learner's and every evaluation's start-up here, which is why RMSprop is not torch.optim's either).
 
 `capturable=True` makes the step safe to record in a CUDA graph (rl/agents/cuda_graph.py): the step count is advanced
 and the learning rate read on the device, not baked into the recording as the Python numbers of that moment.
@@ -63,10 +65,7 @@ class FlatAdam:
         if kind not in ("adam", "rmsprop"):
             raise ConfigError(f"unknown optimizer {kind!r}: valid: adam, rmsprop")
         self.kind = kind
-        self.rmsprop = None
         self.rmsprop_alpha = rmsprop_alpha
-        if kind == "rmsprop":  # torch's RMSprop on the flat buffer (IMPALA's optimizer)
-            self.param.grad = self.grad
         # synchronous gradient workers (Agent.join_collective) set this to average the gradient across processes;
         # it runs once per backward pass, before clipping
         self.reduce_grad = None
@@ -126,14 +125,15 @@ class FlatAdam:
         return norm
 
     def step(self) -> None:
-        """One Adam step in a single pass over the buffer (aten's fused kernel: one op instead of six)."""
+        """One Adam step in a single pass over the buffer (aten's fused kernel: one op instead of six), or one RMSprop
+        step (torch.optim.RMSprop's update, not centred, no momentum; exp_avg_sq is its square_avg)."""
         self._gather()
         self._reduce()
         if self.kind == "rmsprop":
             self._steps += 1
-            rmsprop = self._rmsprop()
-            rmsprop.param_groups[0]["lr"] = self.lr
-            rmsprop.step()
+            alpha = self.rmsprop_alpha
+            self.exp_avg_sq.mul_(alpha).addcmul_(self.grad, self.grad, value=1 - alpha)
+            self.param.addcdiv_(self.grad, self.exp_avg_sq.sqrt().add_(self.eps), value=-self.lr)
             return
         if self.capturable:  # advanced on the device, so that each replay of a recorded step advances it
             self._step.add_(1)
@@ -145,22 +145,13 @@ class FlatAdam:
                            beta2=self.betas[1], weight_decay=0.0, eps=self.eps, maximize=False)
 
     def state_dict(self) -> dict:
-        state = {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,
-                 "lr": self.lr}
-        if self.kind == "rmsprop":
-            state["rmsprop"] = self._rmsprop().state_dict()
-        return state
+        return {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(), "steps": self.steps,
+                "lr": self.lr}
 
     def load_state_dict(self, state: dict) -> None:
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.steps, self.lr = int(state["steps"]), float(state["lr"])
-        if self.kind == "rmsprop":
-            self._rmsprop().load_state_dict(state["rmsprop"])
-
-    def _rmsprop(self) -> torch.optim.RMSprop:
-        """Built at first use: constructing a torch.optim optimizer imports torch._dynamo (over a second), which a
-        collection worker, whose copy of the agent never steps, need not pay at start-up."""
-        if self.rmsprop is None:
-            self.rmsprop = torch.optim.RMSprop([self.param], lr=self.lr, alpha=self.rmsprop_alpha, eps=self.eps)
-        return self.rmsprop
+        old = state.get("rmsprop", {}).get("state", {}).get(0)  # written before 2026-11-28 by torch.optim.RMSprop
+        if old is not None:
+            self.exp_avg_sq.copy_(old["square_avg"])

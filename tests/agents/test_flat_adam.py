@@ -114,3 +114,36 @@ def test_capturable_reads_its_rate_and_count_on_the_device_and_steps_as_the_defa
         (net(x) ** 2).sum().backward()
         opt.step()
     assert_same(net_b, net_c, "resumed")
+
+
+def test_rmsprop_matches_torch_rmsprop_and_resumes_from_its_state():
+    """kind="rmsprop" is torch.optim.RMSprop's arithmetic (IMPALA's optimizer), and a checkpoint written when the
+    flat buffer was stepped by torch.optim.RMSprop itself (its state_dict under "rmsprop") resumes with its averages."""
+    net_a, net_b = nets()
+    flat = FlatAdam(net_a, lr=1e-2, eps=1e-3, kind="rmsprop", rmsprop_alpha=0.9)
+    ref = torch.optim.RMSprop(net_b.parameters(), lr=1e-2, alpha=0.9, eps=1e-3)
+    for step in range(6):
+        x = torch.randn(16, 3)
+        flat.zero_grad()
+        (net_a(x) ** 2).sum().backward()
+        flat.clip_grad_norm(0.5)
+        flat.step()
+        reference_step(net_b, ref, x, clip=0.5)
+        assert_same(net_a, net_b, step)
+    assert flat.steps == 6
+
+    net_c, _ = nets()
+    net_c.load_state_dict(net_b.state_dict())
+    old = FlatAdam(net_c, lr=1e-2, eps=1e-3, kind="rmsprop", rmsprop_alpha=0.9)
+    flat_ref = torch.optim.RMSprop([old.param], lr=1e-2, alpha=0.9, eps=1e-3)  # how the old checkpoints were made
+    flat_ref.state[old.param]["square_avg"] = torch.cat([ref.state[p]["square_avg"].flatten()
+                                                        for p in net_b.parameters()])
+    flat_ref.state[old.param]["step"] = torch.tensor(6.0)
+    old.load_state_dict({"exp_avg": torch.zeros_like(old.param), "exp_avg_sq": torch.zeros_like(old.param),
+                         "steps": 6, "lr": 1e-2, "rmsprop": flat_ref.state_dict()})
+    x = torch.randn(16, 3)
+    old.zero_grad()
+    (net_c(x) ** 2).sum().backward()
+    old.step()
+    reference_step(net_b, ref, x)
+    assert_same(net_c, net_b, "resumed")
