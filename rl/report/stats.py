@@ -150,5 +150,12 @@ def performance_profiles(score_dict: dict[str, np.ndarray], points: int = 101, r
     pad = (high - low) * 0.02 or max(abs(high) * 0.02, 1e-3)
     taus = np.linspace(low - pad, high + pad, points)
     profile, bands = rly.create_performance_profile({k: np.asarray(v, float) for k, v in score_dict.items()}, taus,
-                                                    reps=reps)
+                                                    custom_profile_func=score_distribution, reps=reps)
     return {"tau": taus, "profiles": profile, "bands": bands}
+
+
+def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """rliable's default profile (`run_score_deviation`: the fraction of all runs' scores above each tau) in one
+    comparison over the grid; rliable's own calls np.mean once per tau and bootstrap draw, 20 s of a search's
+    4-trial report (2,000 draws x 101 taus x methods)."""
+    return (np.ravel(scores)[:, None] > taus).mean(axis=0)

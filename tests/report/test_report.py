@@ -357,6 +357,25 @@ def test_probability_of_improvement_equals_rliables(tmp_path):
     assert "P(X &gt; Y)" in (tmp_path / "out" / "index.html").read_text()
 
 
+def test_performance_profile_equals_rliables_default():
+    """The vectorised profile is rliable's `run_score_deviation` (the share of every run's score above tau),
+    bootstrap bands included: rliable draws from numpy's global state, seeded alike for both."""
+    from rliable import library
+
+    from rl.report.stats import performance_profiles, score_distribution
+
+    assert score_distribution(np.array([[1.0], [2.0], [3.0]]), np.array([2.0, 0.5])).tolist() == [1 / 3, 1.0]  # above
+    scores = {"a": np.array([[1.0, 5.0], [2.0, 2.0], [3.0, 7.0]]), "b": np.array([[0.0, 4.0], [6.0, 1.0]])}
+    np.random.seed(3)
+    mine = performance_profiles(scores, points=11, reps=200)
+    np.random.seed(3)
+    profile, bands = library.create_performance_profile(scores, mine["tau"], reps=200)
+    assert mine["profiles"]["a"][5] == np.mean(scores["a"] > mine["tau"][5])  # the definition, at one tau
+    for k in scores:
+        np.testing.assert_array_equal(mine["profiles"][k], profile[k])
+        np.testing.assert_array_equal(mine["bands"][k], bands[k])
+
+
 def test_a_damaged_eval_json_is_one_line_and_exit_2(tmp_path, capsys):
     make_run(tmp_path / "ok", final=500.0, evals={100: 500.0})
     bad = make_run(tmp_path / "bad", final=400.0)
