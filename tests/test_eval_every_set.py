@@ -9,9 +9,9 @@ shrink each family's warm-up, rollout, buffer and intervals (settings a set does
 `max_episode_steps=25` keeps the evaluations and videos short (PyBullet's CPU renderer takes about 34 ms a frame and
 HalfCheetah never terminates; an IMPALA CNN's greedy step on 2 Atari envs takes about 45 ms on one core: at 100
 steps, ppo_atari_impala's case took 200 s beside a training run, at 25 97 s), so a new set is covered by registering
-it. Sets with more than 2 collection workers train with 2 (evaluation does not use them;
-tests/test_seed_b_experiment_runs.py trains seed B's 7-worker sets with 2 as well). A case takes two train.py
-processes of about 2 s start-up each.
+it. Sets with collection workers train with 1 (evaluation does not use them, and each worker is a process of 2 s
+start-up; tests/test_seed_b_experiment_runs.py trains seed B's 7-worker sets with 2, tests/parallel the rest). A case
+takes two train.py processes of about 2 s start-up each.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def tiny_budget(name: str) -> tuple[int, str]:
         steps = 200
         if has.get("num_workers"):  # worker shipments of 25 vector steps: the budget is a whole number of them
             over["worker_steps"] = 25
-    if has.get("num_workers", 0) > 2:
-        over["num_workers"] = 2
+    if has.get("num_workers", 0) > 1:
+        over["num_workers"] = 1
     over.update(checkpoint_interval=steps // 2, log_interval=steps // 2)
     return steps, ",".join(f"{k}={v}" for k, v in over.items())
 
