@@ -20,8 +20,8 @@ the whole group: rank 0 checkpoints (a rank > 0 also posts its stop to the group
 an evaluation that the rank would otherwise wait out in its all-reduce, past the pod's grace period), and every
 rank exits with 128 + the signal (143 for SIGTERM, on the ranks that did not get it too), a status that Kubeflow's
 PyTorchJob retries (`restartPolicy: ExitCode` recreates a pod that failed with 128 or more; OnFailure restarts any
-non-zero exit). A rank that exited 0 after a stop would stay
-Succeeded, and the recreated rank 0 would wait for it alone. So the whole group is started again, and resumes.
+non-zero exit). A rank that exited 0 after a stop would stay Succeeded, and the recreated rank 0 would wait for it
+alone. So the whole group is started again, and resumes.
 
 A peer that dies (or says nothing for `group_timeout_s`) makes every surviving rank leave with one line and
 EXIT_GROUP_LOST: the group cannot go on without it, and the last checkpoint is where a restarted group resumes.
