@@ -205,8 +205,8 @@ def _children(pid: int) -> list[int]:
 def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
     """Two trials at once; Ctrl-C: both runs checkpoint, no process outlives the search, exit 130. The same command
     puts them back to WAITING under their own numbers and continues their runs from the checkpoints."""
-    out = tmp_path / "search"
-    argv = ["--hparams", "ppo_cartpole", "--output_dir", str(out), "--train_steps", "12000", "--eval_episodes", "2",
+    out, budget = tmp_path / "search", 12000
+    argv = ["--hparams", "ppo_cartpole", "--output_dir", str(out), "--train_steps", str(budget), "--eval_episodes", "2",
             "--hparam_override", "eval_interval=2000,checkpoint_interval=2000,log_interval=1000", "--tune", "2",
             "--tune_jobs", "2", "--tune_space", "lr=loguniform(1e-4,1e-2)"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv], cwd=ROOT, stdout=subprocess.PIPE,
@@ -227,7 +227,7 @@ def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
     assert [t.state for t in stopped] == [TrialState.WAITING] * 2  # back in the queue, under their numbers
     saved_steps = {i: max(int(p.stem.split("_")[1]) for p in (out / f"trial_{i}" / "checkpoints").glob("ckpt_*"))
                    for i in (0, 1)}
-    assert all(2000 <= s < 12000 for s in saved_steps.values())
+    assert all(2000 <= s < budget for s in saved_steps.values())
 
     res = cli(*argv)
     assert res.returncode == 0, res.stderr
@@ -238,7 +238,7 @@ def test_ctrl_c_stops_every_trial_and_the_search_resumes_them(tmp_path):
         assert trial.params == stopped[trial.number].params  # the same settings, the same number
         assert f"resuming from step {saved_steps[trial.number]}" in res.stdout  # its run went on from its checkpoint
         steps = [int(r.split(",")[0]) for r in (out / f"trial_{trial.number}" / "progress.csv").read_text().split()[1:]]
-        assert steps == sorted(steps) and steps[-1] == 12000  # one run that went on, not a second from step 0
+        assert steps == sorted(steps) and steps[-1] == budget  # one run that went on, not a second from step 0
         assert set(stopped[trial.number].intermediate_values) <= set(trial.intermediate_values)
 
     argv[argv.index("--tune") + 1] = "3"  # the resumed study, grown to 3 trials: one more runs
