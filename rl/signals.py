@@ -21,6 +21,10 @@ Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, 
 - After training (the final evaluation, which follows the last checkpoint) and in `--training False`'s evaluation
   there is nothing to save either: the process ends at once, and its line says which phase the stop interrupted and
   what is kept (`phase`).
+- A stop with nothing armed raises SystemExit in the main thread, and Python swallows it where the handler happens to
+  run inside a finalizer (a `__del__`, a generator closed by the garbage collector: "Exception ignored in ...") or a
+  library's `except BaseException`; the process would then play on. So the watcher ends a process that is still
+  alive EXIT_GRACE_S after its handler raised, with the same code (the line is already printed).
 
 These exit codes (130, 143) are the ones Kubeflow's PyTorchJob (`restartPolicy: ExitCode`) and a Job's pod failure
 policy treat as retryable: the job is started again and resumes from the checkpoint.
@@ -38,11 +42,13 @@ import time
 STOPS = (signal.SIGINT, signal.SIGTERM)
 BEFORE_TRAINING = "before training began: nothing new to save; run the same command to resume."
 BLOCKED_GRACE_S = 2.0  # how long the main thread has to act on a signal itself before the watcher ends the process
+EXIT_GRACE_S = 10.0  # how long a SystemExit raised by the handler has to end the process (cleanup: workers, Ray)
 
 
 class _State:
     def __init__(self):
         self.signum = 0  # the first stop signal received while armed
+        self.exiting = 0  # the signal whose handler raised SystemExit (nothing was armed)
         self.armed = 0  # > 0 while a loop or a parent acts on signals itself
         self.forward = None  # callable(signum) while forwarding to children
         self.tell = None  # callable(signum) while armed with `tell`: called from the watcher thread
@@ -64,6 +70,8 @@ def name(signum: int) -> str:
 
 def _handle(signum, frame):
     """The Python-level handler (main thread)."""
+    if not _state.armed:
+        _state.exiting = _state.exiting or signum  # before `handled`: the watcher reads it once that is set
     _state.handled.set()
     if _state.forward is not None:
         try:
@@ -106,6 +114,11 @@ def _watch(sock: socket.socket) -> None:
             if not _state.handled.is_set() and not _state.armed:
                 os._exit(_unarmed(signum))
             _state.handled.clear()
+            if _state.exiting:  # the handler raised SystemExit: a process still here after the grace swallowed it
+                time.sleep(EXIT_GRACE_S)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exit_code(_state.exiting))
 
 
 def install() -> None:

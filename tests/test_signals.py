@@ -158,3 +158,36 @@ def test_prestop_hook_makes_a_driver_that_is_not_pid_1_checkpoint_and_exit_143(t
     assert "train exited 143" in res.stdout, res.stdout + log[-2000:]
     assert "SIGTERM: saved a checkpoint" in log
     assert sorted((out / "checkpoints").glob("ckpt_*.pt"))
+
+
+SWALLOWS = """
+import sys, time
+from rl import signals
+
+class Slow:
+    def __del__(self):  # Python swallows what a finalizer raises: "Exception ignored in ..."
+        time.sleep(0.2)
+
+signals.install()
+with signals.phase("during a finalizer: nothing to save."):
+    print("ready", flush=True)
+    while True:
+        Slow()
+"""
+
+
+def test_a_stop_that_python_swallows_in_a_finalizer_still_ends_the_process():
+    """CI once saw `--training False --record_video True` play on after SIGTERM: the handler's SystemExit was raised
+    inside a finalizer, which Python reports and swallows. The watcher ends such a process with the signal's code."""
+    proc = subprocess.Popen([sys.executable, "-c", SWALLOWS], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert "Exception ignored in" in stderr, stderr
+    assert stderr.count("SIGTERM during a finalizer: nothing to save.") == 1, stderr
