@@ -168,6 +168,7 @@ class Slow:
     def __del__(self):  # Python swallows what a finalizer raises: "Exception ignored in ..."
         time.sleep(0.2)
 
+signals.EXIT_GRACE_S = 1.0  # the process's own setting, read when the watcher acts
 signals.install()
 with signals.phase("during a finalizer: nothing to save."):
     print("ready", flush=True)
