@@ -22,8 +22,9 @@ Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, 
   there is nothing to save either: the process ends at once, and its line says which phase the stop interrupted and
   what is kept (`phase`).
 - A stop with nothing armed raises SystemExit in the main thread, and Python swallows it where the handler happens to
-  run inside a finalizer (a `__del__`, a generator closed by the garbage collector: "Exception ignored in ...") or a
-  library's `except BaseException`; the process would then play on. So the watcher ends a process that is still
+  run inside a callback whose exceptions it only reports ("Exception ignored in ..."): a `__del__`, or an
+  `os.register_at_fork` hook such as logging's `_releaseLock`, which runs each time a subprocess starts (ffmpeg for
+  every video); the process would then play on. So the watcher ends a process that is still
   alive EXIT_GRACE_S after its handler raised, with the same code (the line is already printed).
 
 These exit codes (130, 143) are the ones Kubeflow's PyTorchJob (`restartPolicy: ExitCode`) and a Job's pod failure
