@@ -24,8 +24,8 @@ Python without one ignores SIGTERM until the grace period ends in SIGKILL (137, 
 - A stop with nothing armed raises SystemExit in the main thread, and Python swallows it where the handler happens to
   run inside a callback whose exceptions it only reports ("Exception ignored in ..."): a `__del__`, or an
   `os.register_at_fork` hook such as logging's `_releaseLock`, which runs each time a subprocess starts (ffmpeg for
-  every video); the process would then play on. So the watcher ends a process that is still
-  alive EXIT_GRACE_S after its handler raised, with the same code (the line is already printed).
+  every video); the process would then play on. So the watcher ends a process that is still alive EXIT_GRACE_S
+  after its handler raised, with the same code (the line is already printed).
 
 These exit codes (130, 143) are the ones Kubeflow's PyTorchJob (`restartPolicy: ExitCode`) and a Job's pod failure
 policy treat as retryable: the job is started again and resumes from the checkpoint.
