@@ -30,8 +30,10 @@ all windows of all runs of the game (one threshold for every arm); the score slo
 100-game mean score across it, per million agent steps. Added after Seaquest's seed 1 showed the training score
 following the policy's entropy: the same slope of the greedy evaluation, where the run evaluated at both ends of the
 window. Printed, for each of the two: each arm's mean slope in high- and in low-volatility windows, and elite's
-(and the ablation's) difference to uniform in each, seed by seed. rliable's IQM with intervals at fixed budgets and
-the probability that elite beats uniform come from `python -m rl.report` over the same folder (printed at the end).
+(and the ablation's) difference to uniform in each, seed by seed; and, added after Seaquest's three seeds, the same
+difference with each window classed once for both twin runs, by their mean policy KL (`twin_differences`). rliable's
+IQM with intervals at fixed budgets and the probability that elite beats uniform come from `python -m rl.report` over
+the same folder (printed at the end).
 
     nice -n 10 .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --steps 2000000
     .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --report_only
@@ -248,7 +250,7 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
         print(f"\n{name}:")
         print_table(rows, ["run", "high-volatility slope", "low-volatility slope"])
         for arm in [a for a in runs if a != "uniform"]:  # seed by seed, over the windows both runs trained through
-            diffs = []
+            diffs, twins = [], {}
             for s in runs[arm]:
                 if ("uniform", s) in per_run:
                     ours, theirs = per_run[(arm, s)], per_run[("uniform", s)]
@@ -256,10 +258,34 @@ def volatility_table(runs: dict[str, dict[int, dict]], width: float) -> None:
                     (h, lo, *_), (uh, ulo, *_) = (by_volatility([w for w in ws if w["start"] in both])
                                                   for ws in (ours, theirs))
                     diffs.append((h - uh, lo - ulo))
+                    mine, twin = ({w["start"]: w for w in ws} for ws in (ours, theirs))
+                    twins[s] = [((mine[t]["policy_kl"] + twin[t]["policy_kl"]) / 2, mine[t][measure] - twin[t][measure])
+                                for t in sorted(both)]
             if diffs:
                 high, low = np.array(diffs).T
                 print(f"{arm} - uniform, seed by seed: high-volatility {seed_differences(high)}, low-volatility "
                       f"{seed_differences(low)}")
+                high, low = twin_differences(twins)
+                print(f"{arm} - uniform, windows classed by the two runs' mean KL: high-volatility "
+                      f"{seed_differences(high)}, low-volatility {seed_differences(low)}")
+
+
+def twin_differences(twins: dict[int, list[tuple[float, float]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, the mean slope difference of two twin runs in high- and in low-volatility windows, where a window is
+    classed once for both runs, by their mean policy KL against the median of all twin windows' means. The test above
+    classes each run's windows by that run's own KL, so an arm whose policy moves more per update has more (and
+    flatter) high-volatility windows than its twin; this reading, added after Seaquest's three seeds showed elite's runs
+    with more such windows, compares the two runs window for window. `twins`: seed -> [(mean KL, difference)]."""
+    kls = [kl for windows in twins.values() for kl, _ in windows]
+    threshold = float(np.median(kls)) if kls else np.nan
+
+    def mean(values: list[float]) -> float:
+        values = [v for v in values if not np.isnan(v)]
+        return float(np.mean(values)) if values else np.nan
+
+    high = [mean([d for kl, d in windows if kl >= threshold]) for windows in twins.values()]
+    low = [mean([d for kl, d in windows if kl < threshold]) for windows in twins.values()]
+    return np.array(high), np.array(low)
 
 
 def seed_differences(values: np.ndarray, reps: int = 2000) -> str:

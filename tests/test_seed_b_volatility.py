@@ -30,12 +30,27 @@ def test_a_run_stopped_short_is_compared_over_the_windows_both_reached(capsys):
     uniform = run(400_000, kl, [100, 100, 50, 900], evaluated_to=400_000)
     elite = run(350_000, kl, [300, 300, 70, 0], evaluated_to=200_000)  # stopped before its last window
     driver.volatility_table({"uniform": {1: uniform}, "elite": {1: elite}}, 100_000)
-    score, greedy = [t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform")]
+    score, greedy = [t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform, seed by seed")]
     # high: 300 - 100; low over window 2 only (uniform's window 3, which elite never reached, is left out): 70 - 50
     assert "high-volatility [200.0]" in score and "low-volatility [20.0]" in score
     assert "(one seed: no interval over seeds, above 0)" in score  # not a zero-width interval
     # the greedy evaluations: elite was not evaluated at 300k, so its window 2 has no greedy slope (not interpolated)
     assert "high-volatility [200.0]" in greedy and "low-volatility [nan] (no seed with such windows)" in greedy
+
+
+def test_twin_runs_class_each_window_once_by_their_mean_kl(capsys):
+    """Elite's policy KL is high everywhere, uniform's only in windows 0-1: the test as defined classes all of
+    elite's windows high, the twin reading classes windows 0-1 high for both runs (means 0.1 and 0.0505 around a
+    median of 0.075) and 2-3 low, and differences them window for window."""
+    uniform = run(400_000, [0.1, 0.1, 0.001, 0.001], [100, 100, 50, 900], evaluated_to=400_000)
+    elite = run(400_000, [0.1, 0.1, 0.1, 0.1], [300, 500, 70, 0], evaluated_to=400_000)
+    driver.volatility_table({"uniform": {1: uniform}, "elite": {1: elite}}, 100_000)
+    lines = [t for t in capsys.readouterr().out.splitlines() if t.startswith("elite - uniform")]
+    own, twin = lines[:2]  # the training score's two readings
+    assert "high-volatility [117.5]" in own  # elite's 4 windows (mean 217.5) against uniform's windows 0-1 (100)
+    assert "high-volatility [300.0]" in twin and "low-volatility [-440.0]" in twin  # (200 + 400) / 2, (20 - 900) / 2
+    high, low = driver.twin_differences({1: [(0.1, 5.0), (0.01, np.nan)], 2: [(0.2, 1.0), (0.001, -3.0)]})
+    assert high.tolist() == [5.0, 1.0] and np.isnan(low[0]) and low[1] == -3.0  # NaN slopes left out, not zeros
 
 
 def test_seed_differences_give_a_bootstrap_interval_over_seeds():
