@@ -166,7 +166,11 @@ def aggregates_section(summary: dict) -> str:
              "(Agarwal et al. 2021). Games other than Atari have no shared normalisation here, so they are "
              "aggregated per game. Probability of improvement P(X &gt; Y): rliable's, the chance that a run of X "
              "scores above a run of Y (ties count half), averaged over games; above 0.5 favours X, and an interval "
-             "that holds 0.5 does not tell them apart.</p>"]
+             "that holds 0.5 does not tell them apart. With few runs the interval can be narrow for want of runs "
+             "to resample (3 runs against 3, every pair ordered: [1, 1]); p says how often a P(X &gt; Y) at least "
+             "as far from 0.5 comes from splitting the two lines' runs (within each game) at random, as if they "
+             "were interchangeable: every split where there are at most 20,000, else 2,000 random ones (3 against "
+             "3, every pair ordered: p = 0.1).</p>"]
     for space in summary["aggregates"]:
         rows = [[shown(summary, m), str(space["runs"][m])] + [interval(r[name]) for name in ("IQM", "median", "mean")]
                 + ([esc(", ".join(space["games"][m]))] if space["games"] else [])
@@ -181,8 +185,9 @@ def aggregates_section(summary: dict) -> str:
                            f"{MAX_PAIR_LINES} with the best IQM.</p>")
             pairs = [p for p in pairs if p["x"] in best and p["y"] in best]
         if pairs:
-            parts.append(shown_pairs + table(["X", "Y", "P(X > Y) [95% CI]"], [
-                [shown(summary, p["x"]), shown(summary, p["y"]), interval(p)] for p in pairs], {2}))
+            parts.append(shown_pairs + table(["X", "Y", "P(X > Y) [95% CI]", "p"], [
+                [shown(summary, p["x"]), shown(summary, p["y"]), interval(p), fmt(p["p"], 2)] for p in pairs],
+                {2, 3}))
         parts.append(figure(summary["figures"]["aggregates"][space["key"]], f"aggregates: {space['title']}"))
         if space["key"] in summary["figures"]["profiles"]:
             parts.append(figure(summary["figures"]["profiles"][space["key"]], f"performance profile: {space['title']}"))

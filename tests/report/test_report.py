@@ -357,6 +357,26 @@ def test_probability_of_improvement_equals_rliables(tmp_path):
     assert "P(X &gt; Y)" in (tmp_path / "out" / "index.html").read_text()
 
 
+def test_the_p_value_of_an_improvement_counts_the_splits_of_the_runs():
+    """Three runs against three with every pair ordered: P = 1 and a bootstrap interval of [1, 1], but 2 of the 20
+    ways to split the six runs are that extreme (this one and its mirror): p = 0.1, two-sided. Exact for one and
+    for two tasks (20 x 20 splits: 2 of 400 that extreme in both), Monte Carlo beyond 20,000 splits; equal runs
+    give p = 1."""
+    from scipy.stats import mannwhitneyu
+
+    from rl.report.stats import no_difference_p, probabilities_of_improvement
+
+    high, low = np.array([[3.0], [4.0], [5.0]]), np.array([[0.0], [1.0], [2.0]])
+    (pair,) = probabilities_of_improvement({"x": high, "y": low}, reps=300)
+    assert (pair["value"], pair["low"], pair["high"], pair["p"]) == (1.0, 1.0, 1.0, 0.1)
+    assert no_difference_p(low, high) == 0.1 and no_difference_p(high, high) == 1.0
+    assert no_difference_p(np.hstack([high, high]), np.hstack([low, low])) == 2 / 400
+    x, y = np.array([[1.0], [2.0], [3.0], [6.0]]), np.array([[0.0], [4.0], [5.0], [7.0], [8.0]])  # 126 splits: exact
+    assert no_difference_p(x, y) == pytest.approx(mannwhitneyu(x[:, 0], y[:, 0], method="exact").pvalue)
+    x, y = np.arange(10.0)[:, None] + 5, np.arange(10.0)[:, None]  # 184,756 splits: 2,000 random ones
+    assert no_difference_p(x, y) == pytest.approx(mannwhitneyu(x[:, 0], y[:, 0], method="exact").pvalue, abs=0.01)
+
+
 def test_performance_profile_equals_rliables_default():
     """The vectorised profile is rliable's `run_score_deviation` (the share of every run's score above tau),
     bootstrap bands included: rliable draws from numpy's global state, seeded alike for both."""
