@@ -1,223 +1,410 @@
-"""One run: the training loop (its evaluations, checkpoints, logging and signals) and `run_one`, which trains or
-evaluates one run folder. What the command asks for (a search, copies, a submission) is rl/cli.py's, above this;
-building the run and picking its trainer is rl/trainer.py's, the evaluation loops are rl/evaluation.py's, the
-checkpoint helpers rl/checkpoint.py's and settings resolution rl/hparams.py's; their names are re-exported here for
-scripts and tests.
+"""A run: one run folder, owned while it trains or evaluates, and the training loop as named steps.
+
+    run = Run.open(hp, output_dir, record)   # checks everything, takes the folder's lock, builds and restores
+    run.train()                              # step -> control -> evaluate -> log -> checkpoint, then finish
+    run.close()
+
+`Run.open` writes nothing before every check has passed: the settings (rl/hparams.py), the folder's owner
+(rl/folder.py: a second process is refused in one line), the run's identity (a folder that holds a run keeps its set,
+env and seed), the checkpoint's fit and counters. Only then are `hparams.json` and `checkpoints/` written and the
+settings printed. A refusal leaves the folder as it was.
+
+The loop stops on a stop signal (checkpoint, exit 128 + signal), at its budget (checkpoint, final evaluation,
+`eval.json`), or on a `RunStopped`: a non-finite loss or weight ends the run without saving the broken weights; an env
+that raised, or a worker that keeps failing, ends it after a checkpoint of the steps before. `train.py` (rl/cli.py),
+`--copies`, `--tune` and the Python API (rl/api.py) all go through here.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import time
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from rl import signals
-from rl.checkpoint import BestKeeper, restore, restore_checked, save, snapshot, write_json  # noqa: F401
-from rl.collector import true_next_obs  # noqa: F401 - re-exported for scripts
-from rl.control import Controller, carry_changes
-from rl.errors import ConfigError
-from rl.evaluation import Games, evaluate, has_display, play, record_videos, summarize, test  # noqa: F401
-from rl.hparams import FLAG_SETTINGS, resolve_hparams  # noqa: F401
-from rl.trainer import (  # noqa: F401 - re-exported for scripts and tests
-    SingleProcess,
-    build_agent,
-    configure_torch,
-    follow,
-    make_trainer,
-    prepare,
-    seed_everything,
-    uses_scheme,
-)
+from rl.checkpoint import BestKeeper, checkpoint_dir, list_checkpoints, save, snapshot, write_json
+from rl.control import Controller
+from rl.errors import ConfigError, RunStopped
+from rl.evaluation import play, summarize
+from rl.folder import FolderLock
+from rl.trainer import follow, make_trainer, prepare
 
 
 class StopFlag(signals.armed):
     """SIGINT/SIGTERM set a flag (`signum`); the loop checkpoints and exits at the next step (rl/signals.py)."""
 
 
-def train(hp, output_dir: Path, quiet: bool = False, member=None, on_evaluation=None) -> dict:
-    """Train (resuming from the newest checkpoint in `output_dir` if any); return the final evaluation. `member`: this
-    process's place in a group that torchrun or PyTorchJob started (`env_member`); its ranks > 0 follow and return
-    {}. `on_evaluation(step, mean_return) -> bool` hears each periodic evaluation; True stops the run there (a search
-    pruning its trial, rl/tune.py): it checkpoints and returns that evaluation with `stopped_early`."""
-    from rl.logger import Logger
+def nonfinite_value(values: dict) -> str | None:
+    """`name = value` of the first diagnostic that is NaN or infinite (a loss), else None. Values on a GPU are left
+    to the log rows (reading one here would wait for the device at every update)."""
+    for key, value in values.items():
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "cpu" or value.numel() != 1 or not value.is_floating_point():
+                continue
+            value = value.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key} = {value}"
+    return None
 
-    group = children = None
-    if member is not None and member.rank:  # torchrun/PyTorchJob started this rank: rank 0 does the rest
-        from rl.parallel.collective import serve
 
-        serve(partial(follow, hp, output_dir), member)
-        return {}
-    if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO/RAPID: rank 0, its ranks forked here first
-        from rl.parallel.collective import launch
+def nonfinite_weight(agent) -> str | None:
+    """The name of the first network parameter holding NaN or inf, else None."""
+    for net_name, net in agent.networks().items():
+        for name, param in net.named_parameters():
+            if param.is_floating_point() and not bool(torch.isfinite(param).all()):
+                return f"{net_name}.{name}"
+    return None
 
-        group, children = launch(hp, partial(follow, hp, output_dir), member)  # (unless torchrun started them)
-        hp = group.settings(hp)
-    trainer = control = None
-    try:  # whatever fails before the loop's own `finally` stops the workers and ranks started so far
-        env, agent, stats = prepare(hp, output_dir)
+
+@dataclass
+class Due:
+    """When each periodic task last ran, in env steps."""
+
+    log: int
+    eval: int
+    ckpt: int
+    saved_at: float = field(default_factory=time.monotonic)  # the wall clock of the last checkpoint
+
+
+class Run:
+    """One run folder, owned (its lock held) from `open` to `close`, with the agent built and restored."""
+
+    def __init__(self, hp, output_dir: Path, lock: FolderLock | None, env, agent, stats, quiet: bool = False,
+                 on_evaluation=None, group=None, children=None):
+        self.hp, self.dir, self.lock = hp, Path(output_dir), lock
+        self.env, self._agent, self.stats = env, agent, stats
+        self._view = None
+        self.quiet, self.on_evaluation = quiet, on_evaluation
+        self.group, self.children = group, children
+        self.trainer = self.control = self.logger = self.best = None
+        self.result: dict = {}
+
+    @property
+    def agent(self):
+        """The agent, as a policy for scripts: `act(obs, deterministic=True)` takes one observation or a batch
+        (rl/api.py `AgentView`); everything else is the agent's own."""
+        if self._view is None:
+            from rl.api import AgentView
+
+            self._view = AgentView(self._agent)
+        return self._view
+
+    @property
+    def env_steps(self) -> int:
+        return self._agent.env_steps
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, hp, output_dir: Path, record: dict, *, quiet: bool = False, on_evaluation=None, member=None,
+             fork_from: Path | None = None) -> Run:
+        """Take `output_dir`, build the agent (restored from the newest checkpoint, or `fork_from`'s), and only when
+        everything fits write `record` as hparams.json. `member`: this process's place in a group that torchrun or
+        PyTorchJob started (rank 0 only comes here)."""
+        output_dir = Path(output_dir)
+        group = children = None
+        if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO: rank 0; its ranks forked first
+            from rl.parallel.collective import launch
+
+            group, children = launch(hp, partial(follow, hp, output_dir), member)
+            hp = group.settings(hp)
+        lock = FolderLock(output_dir)
+        fresh = not (output_dir / "hparams.json").exists()
+        try:
+            lock.acquire()
+            check_checkpoints_kept(output_dir, fresh)
+            env, agent, stats = prepare(hp, output_dir, source=fork_from, quiet=True)
+        except BaseException:
+            lock.release(remove_new_folder=fresh)
+            _close_group(group, children)
+            raise
+        run = cls(hp, output_dir, lock, env, agent, stats, quiet, on_evaluation, group, children)
+        try:
+            run._record(record, fresh)
+        except BaseException:
+            run.close()
+            raise
+        return run
+
+    def _record(self, record: dict, fresh: bool) -> None:
+        """Everything checked: write hparams.json (every --control change kept), make checkpoints/, drop the
+        eval.json of an earlier sitting (it belongs to a step this run goes past), and say what runs."""
+        from rl.control import carry_changes
+        from rl.folder import read_record
+
+        checkpoint_dir(self.dir).mkdir(parents=True, exist_ok=True)  # its absence later means it was deleted
+        if not fresh:
+            changes = carry_changes(self.dir, read_record(self.dir / "hparams.json"), record["hparams"])
+            if changes:
+                record = {**record, "control": changes}
+        write_json(self.dir / "hparams.json", record, indent=2, sort_keys=True)
+        if self._agent.env_steps < self.hp.train_steps:
+            (self.dir / "eval.json").unlink(missing_ok=True)
+        if not self.quiet:
+            print(f"hparams set {record['hparams_set']!r} -> {self.dir}\n{self.hp.describe()}", flush=True)
+        if self._agent.env_steps:
+            print(f"resuming from step {self._agent.env_steps}", flush=True)
+
+    # ------------------------------------------------------------------ the loop
+    def _start(self) -> None:
+        """The loop's parts, made at the first `train`: the logger, best.pt's keeper, the trainer (this process, or
+        the Scheme's learner and its workers) and the control channel."""
+        from rl.logger import Logger
+
+        hp, agent = self.hp, self._agent
         start = agent.env_steps
-        logger = Logger(output_dir, hp.train_steps, start, quiet=quiet)
-        best = BestKeeper(output_dir)
-        trainer = make_trainer(hp, env, agent, stats, seed=hp.seed + start)  # a resumed run restarts its episodes
-        if group is not None:
+        self.logger = Logger(self.dir, hp.train_steps, start, quiet=self.quiet)
+        self.best = BestKeeper(self.dir)
+        self.trainer = make_trainer(hp, self.env, agent, self.stats, seed=hp.seed + start)  # fresh episodes on resume
+        if self.group is not None:
             from rl.parallel.collective import GroupTrainer
 
-            group.join(agent)
-            trainer = GroupTrainer(trainer, agent, group, hp.train_steps)
+            self.group.join(agent)
+            self.trainer = GroupTrainer(self.trainer, agent, self.group, hp.train_steps)
+        self.due = Due(start, start, start)
+        self.diagnostics: dict = {}
+        self.eval_row: dict = {}
+        self.control = Controller(self.dir, hp, agent, self.logger.log, evaluate=self._evaluate_on_request,
+                                  checkpoint=self.checkpoint)
 
-        saved_at = time.monotonic()  # the wall clock of the last checkpoint (checkpoint_minutes)
+    def train(self, steps: int | None = None) -> dict:
+        """Train to the budget (`train_steps`), or `steps` more env steps; then checkpoint. At the budget: the final
+        evaluation, eval.json and its result. A stop signal checkpoints and exits with 128 + the signal."""
+        if self.lock is None or self.lock.fd is None:
+            raise ConfigError(f"{self.dir} is not open for training (closed, or opened with rl.load for evaluation "
+                              f"only): use rl.make(..., output_dir={str(self.dir)!r}) to continue its training")
+        if self.trainer is None:
+            self._start()
+        end = self.hp.train_steps if steps is None else min(self.hp.train_steps, self._agent.env_steps + steps)
+        early: dict = {}
+        with StopFlag() as stop:
+            try:
+                while not early and self._agent.env_steps < end and not self.trainer.finished(stop.signum):
+                    early = self.step()
+            except RunStopped as exc:
+                self._stopped(exc)
+            finally:
+                if self._agent.env_steps >= self.hp.train_steps or stop.signum or early:
+                    self._close_trainer()
+            self.checkpoint()
+            signum = stop.signum or (self.group.stop_signum if self.group is not None else 0)
+            if signum:
+                self._close_logger()
+                where = "" if stop.signum else " (on another rank of the group)"
+                print(f"\n{signals.name(signum)}{where}: saved a checkpoint at step {self._agent.env_steps}; run the "
+                      f"same command to resume.", flush=True)
+                raise SystemExit(signals.exit_code(signum))
+        if early:
+            return self._finish_early(early)
+        if self._agent.env_steps >= self.hp.train_steps:
+            return self.finish()
+        return {"env_steps": self._agent.env_steps}
 
-        def checkpoint():
-            nonlocal saved_at
-            state = snapshot(agent, hp.checkpoint_memory, stats)
-            state["control"] = dict(control.changes)  # settings changed while running (rl/control.py)
-            save(output_dir, agent.env_steps, state, keep=hp.keep_checkpoints)
-            saved_at = time.monotonic()
+    def step(self) -> dict:
+        """One trainer step, then whatever is due: a control request, an evaluation, a log row, a checkpoint.
+        Returns the early-stop result when `on_evaluation` asked to stop (a pruned search trial), else {}."""
+        hp, agent, due = self.hp, self._agent, self.due
+        diagnostics = self.trainer.step()
+        if diagnostics:
+            self.diagnostics = diagnostics
+            broken = nonfinite_value(diagnostics)
+            if broken:
+                raise NonFiniteStop(f"non-finite {broken} at step {agent.env_steps} (update {agent.updates})")
+        self.control.poll()  # between updates: settings changed from outside, checkpoint or evaluate on request
+        early: dict = {}
+        if self._due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps:
+            done = self.evaluate_periodic()
+            if done is not None and self.on_evaluation is not None and self.on_evaluation(agent.env_steps, done[0]):
+                early = summarize(done[1].returns, env_steps=agent.env_steps, stopped_early=True,
+                                  wall_time_s=round(self.logger.wall_time_s(), 2), **done[1].summary())
+        if self._due("log", hp.log_interval) or due.log < 0:
+            self.log()
+        overdue = 0 < hp.checkpoint_minutes <= (time.monotonic() - due.saved_at) / 60
+        if self._due("ckpt", hp.checkpoint_interval) or (overdue and agent.env_steps > due.ckpt):
+            self.checkpoint()
+        return early
 
-        diagnostics: dict = {}
-        last = {"log": start, "eval": start, "ckpt": start}
-        eval_row: dict = {}
-        stopped_early: dict = {}
+    def _due(self, kind: str, interval: int) -> bool:
+        return interval > 0 and self._agent.env_steps // interval > getattr(self.due, kind) // interval
 
-        def stop_seen() -> int:
-            """A stop signal here, or one that a rank > 0 got while waiting for this evaluation to end."""
-            return signals.received() or (group.peer_stopped() if group is not None else 0)
+    def log(self) -> None:
+        """One row (TensorBoard, progress.csv, the console); the weights are checked for NaN and inf first."""
+        broken = nonfinite_weight(self._agent) or nonfinite_value(self.diagnostics)
+        if broken:
+            raise NonFiniteStop(f"non-finite {broken} at step {self._agent.env_steps} (update {self._agent.updates})")
+        self.logger.log(self._agent.env_steps, {**self.stats.summary(), **self.diagnostics, **self.eval_row,
+                                               **self.trainer.clock})
+        self.eval_row, self.due.log = {}, self._agent.env_steps
 
-        def evaluation() -> tuple[float, Games] | None:
-            """A greedy evaluation, or None when a stop signal came during it (the loop then checkpoints and exits)."""
-            nonlocal eval_row
-            with logger.outside_training():
-                games = play(agent, hp, hp.eval_episodes, seed=hp.seed + 10_000, stopped=stop_seen)
-            last["eval"] = agent.env_steps  # given up or not, not due again before the next interval
-            if games is None:
-                return None
-            best.offer(agent, games.returns)
-            eval_row = {"eval/return_mean": float(np.mean(games.returns)),
-                        "eval/return_std": float(np.std(games.returns)),
-                        "eval/time_limited": games.summary()["time_limited"]}
-            last["log"] = -1  # log this evaluation now
-            return eval_row["eval/return_mean"], games
+    def checkpoint(self) -> None:
+        """Save the run's state as ckpt_<step>.pt (rl/checkpoint.py refuses non-finite weights)."""
+        with self.logger.outside_training():
+            state = snapshot(self._agent, self.hp.checkpoint_memory, self.stats)
+            state["control"] = dict(self.control.changes) if self.control is not None else {}
+            save(self.dir, self._agent.env_steps, state, keep=self.hp.keep_checkpoints)
+        self.due.ckpt, self.due.saved_at = self._agent.env_steps, time.monotonic()
 
-        def evaluate_on_request() -> float | None:
-            done = evaluation()
-            return None if done is None else done[0]
+    def evaluate_periodic(self):
+        """A greedy evaluation offered to best.pt and logged with the next row: (mean, Games), or None when a stop
+        signal came during it (the loop then checkpoints and exits)."""
+        with self.logger.outside_training():
+            games = play(self._agent, self.hp, self.hp.eval_episodes, seed=self.hp.seed + 10_000, stopped=self._stop)
+        self.due.eval = self._agent.env_steps  # given up or not, not due again before the next interval
+        if games is None:
+            return None
+        self.best.offer(self._agent, games.returns)
+        mean = float(np.mean(games.returns))
+        self.eval_row = {"eval/return_mean": mean, "eval/return_std": float(np.std(games.returns)),
+                         "eval/time_limited": games.summary()["time_limited"]}
+        self.due.log = -1  # log this evaluation now
+        return mean, games
 
-        control = Controller(output_dir, hp, agent, logger.log, evaluate=evaluate_on_request, checkpoint=checkpoint)
-    except BaseException:
-        closing(control, trainer, group, children)
-        raise
+    def evaluate(self, episodes: int = 10, deterministic: bool = True) -> dict:
+        """`episodes` episodes of the agent as it is now on fresh envs, greedy unless `deterministic` is False: their
+        mean, std and returns. Writes nothing (eval.json belongs to the end of training and to --training False)."""
+        from rl.api import Sampling
 
-    def due(kind: str, interval: int) -> bool:
-        return interval > 0 and agent.env_steps // interval > last[kind] // interval
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or not 1 <= episodes <= 10_000:
+            raise ConfigError(f"evaluate: episodes must be a whole number in [1, 10000], got {episodes!r}")
+        agent = self._agent if deterministic else Sampling(self._agent)
+        games = play(agent, self.hp, episodes, seed=self.hp.seed + 20_000)
+        return summarize(games.returns, env_steps=self._agent.env_steps, deterministic=deterministic,
+                         **games.summary())
 
-    def checkpoint_due() -> bool:
-        """Every checkpoint_interval steps, and once checkpoint_minutes have passed since the last one, whichever
-        comes first."""
-        overdue = 0 < hp.checkpoint_minutes <= (time.monotonic() - saved_at) / 60
-        return due("ckpt", hp.checkpoint_interval) or (overdue and agent.env_steps > last["ckpt"])
+    def _evaluate_on_request(self) -> float | None:
+        done = self.evaluate_periodic()
+        return None if done is None else done[0]
 
-    with StopFlag() as stop:
+    def _stop(self) -> int:
+        """A stop signal here, or one that a rank > 0 got while waiting for this evaluation to end."""
+        return signals.received() or (self.group.peer_stopped() if self.group is not None else 0)
+
+    # ------------------------------------------------------------------ endings
+    def finish(self) -> dict:
+        """The final evaluation (after the last checkpoint: a stop here loses nothing), then eval.json."""
+        with signals.phase(f"during the final evaluation: training ended and was checkpointed at step "
+                           f"{self._agent.env_steps}; run the same command to evaluate it."):
+            _, games = self.evaluate_periodic()
+        best = self.best.best
+        result = summarize(games.returns, env_steps=self._agent.env_steps,
+                           wall_time_s=round(self.logger.wall_time_s(), 2), best=best, **games.summary())
+        self.logger.log(self._agent.env_steps, {**self.stats.summary(), **self.eval_row})
+        self._close_logger()
+        write_json(self.dir / "eval.json", {"mode": "final_training_evaluation", **result}, indent=2)
+        if not self.quiet:
+            best_text = (f"; best: {best['mean_return']:.2f} at step {best['step']} ({best['path']})"
+                         if best else "")
+            print(f"final evaluation over {len(games.returns)} episodes: {result['mean_return']:.2f} ± "
+                  f"{result['std_return']:.2f}{best_text}")
+        self.result = result
+        return result
+
+    def _finish_early(self, early: dict) -> dict:
+        """A search pruned this trial at an evaluation, logged and checkpointed already: eval.json says where."""
+        self._close_logger()
+        write_json(self.dir / "eval.json", {"mode": "stopped_early", **early}, indent=2)
+        self.result = early
+        return early
+
+    def _stopped(self, exc: RunStopped) -> None:
+        """A run that cannot go on: the last good checkpoint stays. Broken weights are never saved; otherwise (an
+        env that raised, a worker that kept failing) the steps before it are checkpointed first."""
+        kept = list_checkpoints(self.dir)
+        saved = ""
+        if not isinstance(exc, NonFiniteStop) and nonfinite_weight(self._agent) is None:
+            try:
+                self._close_trainer()
+                self.checkpoint()
+                saved = f"; saved a checkpoint at step {self._agent.env_steps}"
+            except RunStopped as again:
+                saved = f"; no checkpoint written ({again})"
+        elif kept:
+            saved = f"; nothing saved of the broken state: the newest checkpoint, step {kept[-1][0]}, is kept"
+        else:
+            saved = "; nothing saved of the broken state (no checkpoint was written before it)"
+        self._close_trainer()
+        self._close_logger()
+        raise RunStopped(f"{exc}{saved}") from None
+
+    def _close_trainer(self) -> None:
+        """Stop the workers (before the last checkpoint: it is the state they last saw, or newer) and the control
+        file; the trainer and control are made anew by the next `train`."""
+        with self.logger.outside_training() if self.logger is not None else _nothing():
+            _closing(self.control, self.trainer)
+        self.trainer = self.control = None
+
+    def _close_logger(self) -> None:
+        if self.logger is not None:
+            self.logger.close()
+            self.logger = None
+
+    def close(self) -> None:
+        """Stop what the run started and give the folder up (a Run is also a context manager)."""
         try:
-            while not stopped_early and not trainer.finished(stop.signum):
-                diagnostics = trainer.step() or diagnostics
-                control.poll()  # between updates: settings changed from outside, checkpoint or evaluate on request
-                if due("eval", hp.eval_interval) and agent.env_steps < hp.train_steps and (done := evaluation()):
-                    mean, games = done
-                    if on_evaluation is not None and on_evaluation(agent.env_steps, mean):
-                        stopped_early = summarize(games.returns, env_steps=agent.env_steps, stopped_early=True,
-                                                  wall_time_s=round(logger.wall_time_s(), 2), **games.summary())
-                if due("log", hp.log_interval) or last["log"] < 0:
-                    logger.log(agent.env_steps, {**stats.summary(), **diagnostics, **eval_row, **trainer.clock})
-                    eval_row, last["log"] = {}, agent.env_steps
-                if checkpoint_due():
-                    checkpoint()
-                    last["ckpt"] = agent.env_steps
+            if self.trainer is not None:
+                self._close_trainer()
+            self._close_logger()
+            if self.env is not None and self.trainer is None:
+                self.env.close()
+                self.env = None
         finally:
-            with logger.outside_training():
-                closing(control, trainer, group, children)
-        with logger.outside_training():
-            checkpoint()
-        # a stop signal here, or on another rank of the group (it reached this one in the all-reduce)
-        signum = stop.signum or (group.stop_signum if group is not None else 0)
-        if signum:
-            logger.close()
-            where = "" if stop.signum else " (on another rank of the group)"
-            print(f"\n{signals.name(signum)}{where}: saved a checkpoint at step {agent.env_steps}; run the same "
-                  f"command to resume.", flush=True)
-            raise SystemExit(signals.exit_code(signum))
-    if stopped_early:  # its evaluation is logged and checkpointed already; eval.json says where and why it ended
-        logger.close()
-        write_json(output_dir / "eval.json", {"mode": "stopped_early", **stopped_early}, indent=2)
-        return stopped_early
-    with signals.phase(f"during the final evaluation: training ended and was checkpointed at step "
-                       f"{agent.env_steps}; run the same command to evaluate it."):
-        _, games = evaluation()  # the final one: timed out of steps/s and offered to best.pt like the others
-    result = summarize(games.returns, env_steps=agent.env_steps, wall_time_s=round(logger.wall_time_s(), 2),
-                       best=best.best, **games.summary())
-    logger.log(agent.env_steps, {**stats.summary(), **eval_row})
-    logger.close()
-    write_json(output_dir / "eval.json", {"mode": "final_training_evaluation", **result}, indent=2)
-    if not quiet:
-        print(f"final evaluation over {len(games.returns)} episodes: "
-              f"{result['mean_return']:.2f} ± {result['std_return']:.2f}; best: {best.best['mean_return']:.2f} "
-              f"at step {best.best['step']} ({best.best['path']})")
-    return result
+            _close_group(self.group, self.children)
+            self.group = self.children = None
+            if self.lock is not None:
+                self.lock.release()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def closing(control, trainer, group, children) -> None:
-    """Stop what a run started, whichever parts it got to: its control file, its workers (before the last checkpoint:
-    it is the state they last saw, or newer), its group and the ranks it forked."""
+class NonFiniteStop(RunStopped):
+    """A NaN or inf loss or weight: the run ends without saving the broken state."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}: the run stopped (lower lr, or check the env's rewards and observations)")
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _closing(control, trainer) -> None:
     try:
         if control is not None:
             control.close()
+    finally:
         if trainer is not None:
             trainer.close()
-    finally:
-        if group is not None:
-            from rl.parallel.collective import reap
-
-            group.close()
-            reap(children or [])
 
 
-def write_run_record(hp, args, output_dir: Path) -> None:
-    """hparams.json: the set, the settings in effect and the flags; every --control change is kept, those a new
-    --hparam_override replaced marked `overridden` (a resumed run applies the others over the flags'
-    --hparam_override, rl/hparams.py)."""
-    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
-              "flags": {k: v for k, v in vars(args).items() if k != "func"}}
-    path = output_dir / "hparams.json"
-    if path.exists():
-        changes = carry_changes(output_dir, json.loads(path.read_text()), record["hparams"])
-        if changes:
-            record["control"] = changes
-    write_json(output_dir / "hparams.json", record, indent=2, sort_keys=True)
+def _close_group(group, children) -> None:
+    if group is not None:
+        from rl.parallel.collective import reap
+
+        group.close()
+        reap(children or [])
 
 
-def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None,
-            on_evaluation=None) -> dict:
-    """Resolve settings, record them, and train or evaluate one run in `output_dir` (as one rank of `member`'s group:
-    rank 0 alone writes the run folder)."""
-    hp = resolve_hparams(args, output_dir)
-    hp.seed += seed_offset if not (output_dir / "hparams.json").exists() else 0
-    if args.training:
-        if member is not None:
-            member.settle(hp)
-        if member is None or member.rank == 0:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            write_run_record(hp, args, output_dir)
-            if not quiet:
-                print(f"hparams set {args.hparams!r} -> {output_dir}\n{hp.describe()}", flush=True)
-        return train(hp, output_dir, quiet=quiet, member=member, on_evaluation=on_evaluation)
-    if not (output_dir / "hparams.json").exists():
-        raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
-                          f"train first with the same --output_dir")
-    return test(hp, output_dir, render=args.render, record_video=args.record_video,
-                checkpoint=getattr(args, "checkpoint", "latest"))
+def check_checkpoints_kept(output_dir: Path, fresh: bool) -> None:
+    """A run folder whose checkpoints/ was deleted would restart at step 0 beside its old record: refused. (A run
+    stopped before its first checkpoint has an empty checkpoints/, and restarts at 0.)"""
+    if fresh or checkpoint_dir(output_dir).is_dir():
+        return
+    raise ConfigError(f"{output_dir} holds a run record (hparams.json) but its checkpoints/ folder is gone, so it "
+                      f"cannot resume: restore checkpoints/, or start over in another --output_dir (or delete "
+                      f"{output_dir})")
 
 
 def env_member():
@@ -229,3 +416,85 @@ def env_member():
 
     return group_from_env(os.environ)
 
+
+# ---------------------------------------------------------------------------------------------------- from the flags
+IDENTITY = ("env", "seed")  # with the set: what a run is; resuming it with others would mix two runs in one record
+
+
+def resolve_run(args, output_dir: Path, seed_offset: int = 0) -> tuple:
+    """The settings of the run `args` asks for in `output_dir`, checked against the run the folder holds, and the
+    record to write once it starts: (hp, record, fork_from). `seed_offset`: this copy's place among `--copies`."""
+    from rl.folder import read_record
+    from rl.hparams import resolve_hparams
+
+    fork = Path(args.fork_from) if getattr(args, "fork_from", None) else None
+    fresh = not (output_dir / "hparams.json").exists()
+    if fork is not None:
+        if not fresh:
+            raise ConfigError(f"--fork_from starts a new run, and {output_dir} holds one already: give a new "
+                              f"--output_dir")
+        if not (fork / "hparams.json").is_file() or not list_checkpoints(fork):
+            raise ConfigError(f"--fork_from {fork}: not a run folder with a checkpoint (hparams.json and "
+                              f"checkpoints/ckpt_<step>.pt)")
+    hp = resolve_hparams(args, fork or output_dir)
+    if fresh or args.seed is not None:  # a resumed copy keeps the seed it was given, unless --seed is typed again
+        try:
+            hp.seed = hp.seed + seed_offset
+        except ConfigError as exc:
+            raise ConfigError(f"--seed with --copies: {exc}") from None
+    if not fresh:
+        saved = read_record(output_dir / "hparams.json")["hparams"]
+        differ = [f"{key} {saved.get(key)!r} (asked: {getattr(hp, key)!r})" for key in IDENTITY
+                  if key in saved and saved[key] != getattr(hp, key)]
+        if differ:
+            raise ConfigError(f"{output_dir} holds a run of {args.hparams} with {', '.join(differ)}: a run keeps its "
+                              f"env and seed. Use another --output_dir, or --fork_from {output_dir} --output_dir NEW "
+                              f"to start a new run from its checkpoint")
+    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
+              "flags": {k: v for k, v in vars(args).items() if k != "func"}}
+    if fork is not None:
+        step, path = list_checkpoints(fork)[-1]
+        record["forked_from"] = {"output_dir": str(fork), "checkpoint": path.name, "step": step}
+    return hp, record, fork
+
+
+def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None,
+            on_evaluation=None) -> dict:
+    """Train or evaluate one run folder as the flags say (as one rank of `member`'s group: rank 0 alone owns the
+    folder)."""
+    from rl.folder import check_writable_folder
+
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigError(f"--output_dir {output_dir} is a file, not a folder: give a run folder")
+    if not args.training:
+        return evaluate_folder(args, output_dir)
+    hp, record, fork = resolve_run(args, output_dir, seed_offset)
+    if member is not None:
+        member.settle(hp)
+        if member.rank:  # torchrun/PyTorchJob started this rank: it follows rank 0 and never writes the folder
+            from rl.parallel.collective import serve
+
+            serve(partial(follow, hp, output_dir), member)
+            return {}
+    check_writable_folder(output_dir, "training")
+    with Run.open(hp, output_dir, record, quiet=quiet, on_evaluation=on_evaluation, member=member,
+                  fork_from=fork) as run:
+        return run.train()
+
+
+def evaluate_folder(args, output_dir: Path) -> dict:
+    """`--training False`: evaluate a checkpoint of the run in `output_dir`, owning the folder while it plays (it
+    writes eval.json)."""
+    from rl.evaluation import test
+    from rl.folder import FolderLock, check_writable_folder
+    from rl.hparams import resolve_hparams
+
+    if not (output_dir / "hparams.json").exists():
+        raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
+                          f"train first with the same --output_dir")
+    hp = resolve_hparams(args, output_dir)
+    check_writable_folder(output_dir, "an evaluation")
+    with FolderLock(output_dir):
+        return test(hp, output_dir, render=args.render, record_video=args.record_video,
+                    checkpoint=getattr(args, "checkpoint", "latest"))

@@ -103,8 +103,9 @@ def make_trainer(hp, env, agent, stats: EpisodeStats, seed: int):
     return Learner(hp, spaces, agent, stats, seed, make_worker, transport="ray" if hp.ray_address else "shm")
 
 
-def prepare(hp, output_dir: Path, rank: int = 0):
-    """The env, the agent (restored from the newest checkpoint in `output_dir`, if any) and its statistics."""
+def prepare(hp, output_dir: Path, rank: int = 0, source: Path | None = None, quiet: bool = False):
+    """The env, the agent (restored from the newest checkpoint in `output_dir`, or in `source` for a run forked from
+    another, if any) and its statistics. A checkpoint that does not fit the agent is a ConfigError."""
     configure_torch(hp)
     seed_everything(hp.seed)
     if uses_scheme(hp):  # workers step the envs; this process learns
@@ -118,12 +119,16 @@ def prepare(hp, output_dir: Path, rank: int = 0):
         env = make_env(hp)
         agent = build_agent(hp, env, hp.seed + 7919 * rank)
     stats = EpisodeStats(env.num_envs)
-    found = load_newest(output_dir)
-    if found is not None:
-        restore_checked(agent, found[0], found[1], stats)
-        del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
-        if rank == 0:
-            print(f"resuming from step {agent.env_steps}", flush=True)
+    try:
+        found = load_newest(source or output_dir)
+        if found is not None:
+            restore_checked(agent, found[0], found[1], stats)
+            del found  # the agent holds its own copy now: keep no second one (a replay memory can be gigabytes)
+            if rank == 0 and not quiet:
+                print(f"resuming from step {agent.env_steps}", flush=True)
+    except BaseException:
+        env.close()
+        raise
     return env, agent, stats
 
 

@@ -118,7 +118,7 @@ def test_sigterm_during_a_periodic_evaluation_gives_it_up_checkpoints_and_exits(
     extra = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000").replace("log_interval=100",
                                                                                             "log_interval=20")
     cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=extra)]
-    cmd[cmd.index("--eval_episodes") + 1] = "100000"  # the first evaluation (step 200) outlasts the test
+    cmd[cmd.index("--eval_episodes") + 1] = "10000"  # the first evaluation (step 200) outlasts the test
     progress = out / "progress.csv"
 
     def evaluating() -> bool:  # a row every 20 steps up to 180, none during the evaluation at 200
@@ -139,7 +139,7 @@ def test_sigterm_while_evaluating_says_which_evaluation_and_the_command_evaluate
     out = tmp_path / "run"
     args = train_args(out, steps=400, extra=FAST.replace("eval_interval=200", "eval_interval=10000000"))
     cmd = [sys.executable, "train.py", *args]
-    cmd[cmd.index("--eval_episodes") + 1] = "100000"  # an evaluation that outlasts the test
+    cmd[cmd.index("--eval_episodes") + 1] = "10000"  # an evaluation that outlasts the test
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + 120
@@ -158,7 +158,7 @@ def test_sigterm_while_evaluating_says_which_evaluation_and_the_command_evaluate
 
     # --training False: evaluating, with nothing to save; its first video says the evaluation is under way
     cmd = [sys.executable, "train.py", "--hparams", "dqn_cartpole", "--output_dir", str(out), "--training", "False",
-           "--record_video", "True", "--test_episodes", "100000"]
+           "--record_video", "True", "--test_episodes", "10000"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + 120
