@@ -108,20 +108,20 @@ class Run:
         PyTorchJob started (rank 0 only comes here)."""
         output_dir = Path(output_dir)
         group = children = None
-        if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO: rank 0; its ranks forked first
-            from rl.parallel.collective import launch
-
-            group, children = launch(hp, partial(follow, hp, output_dir), member)
-            hp = group.settings(hp)
         lock = FolderLock(output_dir)
         fresh = not (output_dir / "hparams.json").exists()
         try:
             lock.acquire()
             check_checkpoints_kept(output_dir, fresh)
+            if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO: rank 0; its ranks forked here
+                from rl.parallel.collective import launch
+
+                group, children = launch(hp, partial(follow, hp, output_dir), member)
+                hp = group.settings(hp)
             env, agent, stats = prepare(hp, output_dir, source=fork_from, quiet=True)
         except BaseException:
-            lock.release(remove_new_folder=fresh)
             _close_group(group, children)
+            lock.release(remove_new_folder=fresh)
             raise
         run = cls(hp, output_dir, lock, env, agent, stats, quiet, on_evaluation, group, children)
         try:

@@ -82,7 +82,7 @@ def _handle(signum, frame):
     if _state.armed:
         _state.signum = _state.signum or signum
         return
-    raise SystemExit(_unarmed(signum))
+    raise SystemExit(_unarmed(_state.exiting or signum))  # a second signal repeats the first's line and status
 
 
 def _unarmed(signum: int) -> int:
