@@ -13,8 +13,8 @@ from rl.copies import run_copies
 from rl.errors import ConfigError
 from rl.run import env_member, run_one
 
-CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "node_selector",
-                "dry_run")
+CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "ephemeral_storage",
+                "node_selector", "dry_run")
 TUNE_FLAGS = ("tune_space", "tune_jobs", "tune_sampler", "tune_pruner", "tune_storage", "tune_study")
 
 
@@ -157,6 +157,8 @@ def parser() -> argparse.ArgumentParser:
                                                "has workers, a PyTorchJob of gradient ranks when it has none)")
     k8s.add_argument("--cpus", type=int, help="CPUs of the learner's pod (default: 1 + num_workers, at least 2)")
     k8s.add_argument("--memory", help="memory of each pod (default 16Gi)")
+    k8s.add_argument("--ephemeral_storage", metavar="QUANTITY",
+                     help="local disk of each pod that runs train.py or Ray: /tmp and its logs (default 10Gi)")
     k8s.add_argument("--node_selector", metavar="KEY=VALUE[,KEY=VALUE]",
                      help="node labels the accelerator pods must have (default: none for GPUs, whose nvidia.com/gpu "
                           "request places them on any cloud's GPU nodes; GKE's TPU labels for TPUs); e.g. "

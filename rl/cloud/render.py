@@ -33,10 +33,15 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "k8s"
 RUNS_MOUNT = "/runs"  # where every pod mounts the run folders' volume (k8s/pvc.yaml)
 # flags of train.py that say where and how to submit: they stay on this machine
 CLUSTER_FLAGS = ("--sys", "--image", "--namespace", "--run_name", "--accelerator", "--nodes", "--cpus", "--memory",
-                 "--node_selector", "--dry_run")
+                 "--ephemeral_storage", "--node_selector", "--dry_run")
 EXPECT_CUDA = "RL_EXPECT_CUDA"  # set in GPU pods: train.py fails in one line where torch finds no CUDA device
 TTL_S = 3600  # a finished Job or PyTorchJob is deleted an hour after (its logs with it), freeing its name
 NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # DNS-1035: Services (PyTorchJob, Ray head) need a leading letter
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # DNS-1123 label, at most 63 characters
+QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?")  # what --memory and --ephemeral_storage accept
+# local disk of each pod that runs train.py or Ray (requested = limited): /tmp (caches, Ray's session folder and its
+# spilled objects) and the container logs; the root filesystem is read-only and the run folder is on the claim
+EPHEMERAL_STORAGE = "10Gi"
 # longest names the controllers accept: a Job's name is a label value (63); KubeRay derives RayCluster and Service
 # names from a RayJob's (47); the training operator names Services NAME-worker-N (63 - len("-worker-") - 7)
 MAX_NAME = {"Job": 63, "RayJob": 47, "PyTorchJob": 48}
@@ -54,6 +59,7 @@ class Plan:
     train_args: list[str]  # train.py's arguments inside the pod
     cpus: int
     memory: str
+    ephemeral_storage: str = EPHEMERAL_STORAGE
     replicas: int = 1  # PyTorchJob: ranks (one pod each); RayJob: CPU worker pods
     worker_cpus: int = 0  # RayJob: CPUs of each CPU worker pod
     node_selector: dict | None = None  # the accelerator pods' (None: the accelerator's own rule, `_place`)
@@ -83,6 +89,20 @@ def check_name(name: str, kind: str) -> None:
     if not NAME.match(name) or len(name) > limit:
         raise ConfigError(f"--run_name {name!r} is a name Kubernetes would refuse for a {kind}: use at most {limit} "
                           f"lower-case letters, digits and '-', starting with a letter and not ending with '-'")
+
+
+def check_namespace(namespace: str | None) -> None:
+    """--namespace as the API server would take it (a DNS-1123 label), refused here rather than put in a path."""
+    if namespace is not None and (not NAMESPACE.match(namespace) or len(namespace) > 63):
+        raise ConfigError(f"--namespace {namespace!r} is a namespace name Kubernetes would refuse: use at most 63 "
+                          f"lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. "
+                          f"team-a), or leave it out for the current context's namespace")
+
+
+def check_quantity(flag: str, value: str, example: str) -> str:
+    if not QUANTITY.fullmatch(value):
+        raise ConfigError(f"{flag} {value!r} is not a Kubernetes quantity: e.g. {example}, 512Mi")
+    return value
 
 
 def cluster_argv(argv: list[str], output_dir: str, ray: bool) -> list[str]:
@@ -117,6 +137,7 @@ def choose_kind(hp, accelerator: Accelerator, nodes: int) -> str:
 
 def plan(args, argv: list[str], hp) -> Plan:
     """Decide the kind, name, image and sizes of the run's manifests."""
+    check_namespace(args.namespace)
     accelerator = parse_accelerator(args.accelerator)
     nodes = 1 if args.nodes is None else args.nodes
     if nodes < 1:
@@ -133,10 +154,10 @@ def plan(args, argv: list[str], hp) -> Plan:
     image = args.image or ("rl:cuda" if accelerator.is_gpu else "rl:cpu")
     # the learner's pod: itself and its worker processes (a RayJob's workers have pods of their own)
     cpus = args.cpus or (2 if kind == "RayJob" else max(2, 1 + hp.num_workers))
-    memory = args.memory or "16Gi"
-    if not re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", memory):
-        raise ConfigError(f"--memory {memory!r} is not a Kubernetes quantity: e.g. 16Gi, 512Mi")
-    p = Plan(kind, name, args.namespace, image, accelerator, [], cpus, memory,
+    memory = check_quantity("--memory", args.memory or "16Gi", "16Gi")
+    storage = check_quantity("--ephemeral_storage", getattr(args, "ephemeral_storage", None) or EPHEMERAL_STORAGE,
+                             "10Gi")
+    p = Plan(kind, name, args.namespace, image, accelerator, [], cpus, memory, storage,
              node_selector=parse_node_selector(getattr(args, "node_selector", None)))
     p.train_args = cluster_argv(argv, p.output_dir, ray=kind == "RayJob")
     if tune and nodes > 1:  # the pods of an Indexed Job share one study
@@ -155,13 +176,19 @@ def plan(args, argv: list[str], hp) -> Plan:
 
 # --- the manifests -------------------------------------------------------------------------------------------------
 
-def _size(container: dict, cpus: int, memory: str, accelerator: Accelerator, per_pod: int) -> None:
-    """Requests and limits: CPUs and memory, and `per_pod` of the accelerator (requested = limited)."""
-    requests = {"cpu": str(cpus), "memory": memory}
-    limits = {"memory": memory}
+def _size(container: dict, cpus: int, memory: str, storage: str, accelerator: Accelerator, per_pod: int) -> None:
+    """CPUs, memory, local disk and `per_pod` of the accelerator, each limited to what it requests: a Guaranteed pod,
+    the last one a node under pressure evicts, and one that cannot crowd out its neighbours."""
+    requests = {"cpu": str(cpus), "memory": memory, "ephemeral-storage": storage}
     if accelerator.resource and per_pod:
-        requests[accelerator.resource] = limits[accelerator.resource] = str(per_pod)
-    container["resources"] = {"requests": requests, "limits": limits}
+        requests[accelerator.resource] = str(per_pod)
+    container["resources"] = {"requests": requests, "limits": dict(requests)}  # two dicts: no YAML alias
+
+
+def _storage(container: dict, storage: str) -> None:
+    """The local disk of a container whose other sizes the template keeps (the Ray head)."""
+    for part in ("requests", "limits"):
+        container.setdefault("resources", {}).setdefault(part, {})["ephemeral-storage"] = storage
 
 
 def parse_node_selector(text: str | None) -> dict | None:
@@ -245,7 +272,7 @@ def render_job(p: Plan) -> dict:
         doc["spec"].update({"completionMode": "Indexed", "completions": p.replicas, "parallelism": p.replicas})
     c = _container(pod, "train")
     c["image"], c["args"] = p.image, list(p.train_args)
-    _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
+    _size(c, p.cpus, p.memory, p.ephemeral_storage, p.accelerator, p.accelerator.count)
     _place(pod, p.accelerator, p.node_selector)
     _expect_cuda(c, p.accelerator)
     _shm(pod, p.memory)
@@ -284,12 +311,14 @@ def render_rayjob(p: Plan) -> dict:
         _shm(pod, p.memory)
         if group["groupName"] == "cpu-workers":
             group["replicas"] = group["minReplicas"] = group["maxReplicas"] = p.replicas
-            _size(c, p.worker_cpus, p.memory, Accelerator(), 0)
+            _size(c, p.worker_cpus, p.memory, p.ephemeral_storage, Accelerator(), 0)
         else:  # the learner's pod
-            _size(c, p.cpus, p.memory, p.accelerator, p.accelerator.count)
+            _size(c, p.cpus, p.memory, p.ephemeral_storage, p.accelerator, p.accelerator.count)
             _place(pod, p.accelerator, p.node_selector)
             _expect_cuda(c, p.accelerator)
-    for pod_template in [cluster["headGroupSpec"]["template"], spec.get("submitterPodTemplate")]:  # all on --image
+    head = cluster["headGroupSpec"]["template"]
+    _storage(_container(head["spec"], "ray-head"), p.ephemeral_storage)  # the head keeps Ray's logs in /tmp/ray
+    for pod_template in [head, spec.get("submitterPodTemplate")]:  # all on --image
         if pod_template:
             _label(pod_template.setdefault("metadata", {}), p.name)
             for c in pod_template["spec"]["containers"]:
@@ -308,7 +337,7 @@ def render_pytorchjob(p: Plan) -> dict:
         pod = spec["template"]["spec"]
         c = _container(pod, "pytorch")
         c["image"], c["args"] = p.image, list(p.train_args)
-        _size(c, p.cpus, p.memory, p.accelerator, 1 if p.accelerator.resource else 0)
+        _size(c, p.cpus, p.memory, p.ephemeral_storage, p.accelerator, 1 if p.accelerator.resource else 0)
         _place(pod, p.accelerator, p.node_selector)
         _expect_cuda(c, p.accelerator)
         _shm(pod, p.memory)

@@ -12,7 +12,8 @@
   no secrets).
 - `train_argv(doc)`: the train.py arguments each pod runs, for parsing by train.py's own parser.
 - `check_ray_head_private(doc)`, `check_run_volumes(podspec)`, `check_accelerators(podspec)`,
-  `check_job_failure_policy(job)`: the conventions of k8s/README.md.
+  `check_job_failure_policy(job)`, `check_read_only_root(podspec)`, `check_resources(podspec)`: the conventions of
+  k8s/README.md.
 
 Every check raises AssertionError with a message naming the document and the field. What these checks cannot see
 (scheduling, image pulls, drivers, CEL rules and webhooks, storage classes, networking) is in k8s/README.md, "What the
@@ -26,7 +27,7 @@ import functools
 import re
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jsonschema
 import kubernetes_validate
@@ -646,6 +647,59 @@ def check_run_volumes(pod: dict, where: str = "pod", claim: str = "rl-runs") -> 
             p.append(f"container {c.get('name')}: /runs is read-only")
         if (shm.get("emptyDir") or {}).get("medium") != "Memory":
             p.append(f"container {c.get('name')}: /dev/shm is not an emptyDir of medium Memory")
+    fail(where, p)
+
+
+# variables naming where a process writes (its home, caches, temporary files): on a read-only root filesystem each
+# must name a writable volume; HOME must be set, since the image's own (/home/rl) is on the root filesystem
+WRITE_ENV = ("HOME", "TMPDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+             "RAY_TMPDIR")
+WRITABLE_VOLUMES = {"emptyDir", "persistentVolumeClaim", "ephemeral"}
+GUARANTEED = ("cpu", "memory")  # limited to what they request on every container: the pod's QoS class is Guaranteed
+LOCAL_DISK = "ephemeral-storage"
+
+
+def check_read_only_root(pod: dict, where: str = "pod") -> None:
+    """Every container runs on a read-only root filesystem, as the image is tested (tests/container: `--read-only`
+    with the run folder and /tmp as volumes); every main container mounts a writable emptyDir at /tmp, sets HOME, and
+    every variable of WRITE_ENV it sets names a path on a writable volume."""
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    p = []
+    for c in containers(pod):
+        if (c.get("securityContext") or {}).get("readOnlyRootFilesystem") is not True:
+            p.append(f"container {c.get('name')}: securityContext.readOnlyRootFilesystem must be true")
+    for c in pod.get("containers") or []:
+        at = f"container {c.get('name')}"
+        mounts = {m.get("mountPath"): m for m in c.get("volumeMounts") or []}
+        writable = [path for path, m in mounts.items() if not m.get("readOnly")
+                    and set(volumes.get(m.get("name")) or {}) & WRITABLE_VOLUMES]
+        tmp = mounts.get("/tmp") or {}
+        if "emptyDir" not in (volumes.get(tmp.get("name")) or {}) or tmp.get("readOnly"):
+            p.append(f"{at}: /tmp is not a writable emptyDir volume (the root filesystem is read-only)")
+        env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+        if "HOME" not in env:
+            p.append(f"{at}: HOME is not set (the image's /home/rl is on the read-only root filesystem)")
+        for var in WRITE_ENV:
+            if var in env and not any(PurePosixPath(str(env[var])).is_relative_to(root) for root in writable):
+                p.append(f"{at}: {var}={env[var]!r} is not on a writable volume (writable: {writable})")
+    fail(where, p)
+
+
+def check_resources(pod: dict, where: str = "pod") -> None:
+    """Every container requests and limits its CPUs, memory and local disk (ephemeral-storage: /tmp, its logs), with
+    CPUs and memory limited to what they request: a Guaranteed pod, the last one a node under pressure evicts, and
+    one that cannot take its neighbours' CPUs or disk."""
+    p = []
+    for c in containers(pod):
+        res = c.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        for name in (*GUARANTEED, LOCAL_DISK):
+            if name not in requests or name not in limits:
+                p.append(f"container {c.get('name')}: {name} must be requested and limited (requests "
+                         f"{requests.get(name)!r}, limits {limits.get(name)!r})")
+            elif name in GUARANTEED and quantity(requests[name]) != quantity(limits[name]):
+                p.append(f"container {c.get('name')}: {name} requests {requests[name]} but limits {limits[name]} "
+                         f"(equal makes the pod Guaranteed)")
     fail(where, p)
 
 

@@ -75,6 +75,24 @@ def test_every_pod_is_restricted_mounts_the_run_folders_and_tolerates_its_accele
             k8s_checks.check_accelerators(pod, where)
 
 
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_container_runs_on_a_read_only_root_with_cpu_memory_and_disk_limited(path):
+    """As the image is tested (tests/container: `--read-only`, the run folder and /tmp as volumes): a read-only root
+    filesystem, /tmp an emptyDir, HOME and the caches on it; CPUs and memory limited to their requests (Guaranteed
+    pods) and the local disk (ephemeral-storage) requested and limited."""
+    pods = [(f"{path.name} {k8s_checks.describe(doc)} {where}", pod) for doc in k8s_checks.load_documents(path)
+            for where, pod in k8s_checks.pod_specs(doc)]
+    for where, pod in pods:
+        k8s_checks.check_read_only_root(pod, where)
+        k8s_checks.check_resources(pod, where)
+        for c in pod["containers"]:
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True, where
+            limits = c["resources"]["limits"]
+            assert limits["cpu"] == c["resources"]["requests"]["cpu"] and "ephemeral-storage" in limits, where
+    if path.name != "pvc.yaml":
+        assert pods, path.name
+
+
 @pytest.mark.parametrize("name, doc", run_params())
 def test_runs_are_labelled_for_kubectl_selectors(name, doc):
     """`kubectl get pods -l app.kubernetes.io/instance=NAME` finds every pod of a run (k8s/README.md)."""
@@ -232,6 +250,9 @@ def test_worker_pods_meet_the_restricted_standard_once_the_operator_uses_our_ini
     with pytest.raises(k8s_checks.ManifestError, match="init-pytorch"):
         k8s_checks.check_restricted({**worker, "initContainers": theirs}, "Worker with the operator's template")
     k8s_checks.check_restricted({**worker, "initContainers": ours}, "Worker with k8s/operator's template")
+    k8s_checks.check_read_only_root({**worker, "initContainers": ours}, "Worker with k8s/operator's template")
+    with pytest.raises(k8s_checks.ManifestError, match="init-pytorch: securityContext.readOnlyRootFilesystem"):
+        k8s_checks.check_read_only_root({**worker, "initContainers": theirs}, "Worker with the operator's template")
     assert "kubectl apply -f k8s/" not in config["data"]["initContainer.yaml"]
     assert not (k8s_checks.MANIFESTS / "pytorch-init-container.yaml").exists()  # not applied by `-f k8s/`
 
@@ -275,6 +296,8 @@ def test_the_readme_s_own_manifests_validate_and_are_restricted():
             k8s_checks.validate(doc)
             for where, pod in k8s_checks.pod_specs(doc):
                 k8s_checks.check_restricted(pod, f"README {k8s_checks.describe(doc)} {where}")
+                k8s_checks.check_read_only_root(pod, f"README {k8s_checks.describe(doc)} {where}")
+                k8s_checks.check_resources(pod, f"README {k8s_checks.describe(doc)} {where}")
                 volumes = {v["name"]: v for v in pod.get("volumes", [])}
                 assert volumes["runs"]["persistentVolumeClaim"]["claimName"] == "rl-runs"
 
@@ -463,6 +486,31 @@ def test_the_conventions_catch_their_breaks():
     pod = the("job-gpu.yaml")["spec"]["template"]["spec"]
     pod["volumes"][1]["emptyDir"].pop("medium")
     rejects(k8s_checks.check_run_volumes, pod, match="/dev/shm")
+
+
+def test_a_writable_root_or_unlimited_container_fails_its_checks():
+    def env(p, name):
+        return next(e for e in p["containers"][0]["env"] if e["name"] == name)
+
+    for check, mutate, match in [
+        (k8s_checks.check_read_only_root, lambda p: p["containers"][0]["securityContext"].pop(
+            "readOnlyRootFilesystem"), "readOnlyRootFilesystem"),
+        (k8s_checks.check_read_only_root, lambda p: p["containers"][0]["volumeMounts"].pop(), "/tmp"),
+        (k8s_checks.check_read_only_root, lambda p: p["volumes"].__setitem__(-1, {"name": "tmp", "configMap": {
+            "name": "c"}}), "/tmp"),
+        (k8s_checks.check_read_only_root, lambda p: p["containers"][0]["env"].remove(env(p, "HOME")), "HOME"),
+        (k8s_checks.check_read_only_root, lambda p: env(p, "MPLCONFIGDIR").update(value="/home/rl/.mpl"),
+         "MPLCONFIGDIR"),
+        (k8s_checks.check_resources, lambda p: p["containers"][0]["resources"]["limits"].pop("cpu"), "cpu"),
+        (k8s_checks.check_resources, lambda p: p["containers"][0]["resources"]["limits"].update(memory="64Gi"),
+         "Guaranteed"),
+        (k8s_checks.check_resources, lambda p: p["containers"][0]["resources"]["requests"].pop("ephemeral-storage"),
+         "ephemeral-storage"),
+    ]:
+        pod = the("job-gpu.yaml")["spec"]["template"]["spec"]
+        check(pod)  # the file itself passes
+        mutate(pod)
+        rejects(check, pod, match=match)
 
 
 def test_a_flag_typo_in_a_manifest_fails_the_command_checks(tmp_path):

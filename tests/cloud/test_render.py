@@ -22,8 +22,10 @@ def render(capsys, *argv: str) -> list[dict]:
     docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     for doc in docs:
         k8s_checks.validate(doc)
-        for _, pod in k8s_checks.pod_specs(doc):
-            k8s_checks.check_restricted(pod)
+        for where, pod in k8s_checks.pod_specs(doc):
+            k8s_checks.check_restricted(pod, where)
+            k8s_checks.check_read_only_root(pod, where)
+            k8s_checks.check_resources(pod, where)
     return docs
 
 
@@ -63,8 +65,8 @@ def test_a_cpu_job_asks_for_no_accelerator(capsys):
     pod = job["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod and "tolerations" not in pod
     assert job["metadata"]["namespace"] == "lab"
-    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "4", "memory": "2Gi"},
-                                                 "limits": {"memory": "2Gi"}}
+    sizes = {"cpu": "4", "memory": "2Gi", "ephemeral-storage": "10Gi"}  # limited to what it requests: Guaranteed
+    assert pod["containers"][0]["resources"] == {"requests": sizes, "limits": sizes}
     assert pod["containers"][0]["image"] == "rl:cpu"
     assert not [e for e in pod["containers"][0]["env"] if e["name"] == "RL_EXPECT_CUDA"]
     assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "1024Mi"
@@ -173,6 +175,86 @@ def test_gradient_ranks_over_nodes_are_a_pytorchjob(capsys):
     assert k8s_checks.train_argv(job) == [["--output_dir", "/runs/my-pong-v5", "--hparams", "ppo_atari", *TRICKY]] * 2
 
 
+EVERY_KIND = {
+    "gpu-job": ("--hparams", "appo_atari", "--accelerator", "nvidia-l4:1"),
+    "cpu-job": ("--hparams", "dqn_cartpole", "--cpus", "4", "--memory", "2Gi"),
+    "tpu-job": ("--hparams", "ppo_atari", "--accelerator", "tpu-v6e:4"),
+    "search": ("--hparams", "ppo_cartpole", "--tune", "4", "--tune_space", "lr=loguniform(1e-4,1e-2)", "--nodes", "2"),
+    "rayjob": ("--hparams", "appo_atari", "--num_workers", "8", "--nodes", "3", "--accelerator", "nvidia-l4:1"),
+    "pytorchjob": ("--hparams", "ppo_atari", "--nodes", "2", "--accelerator", "nvidia-l4:1")}
+
+
+@pytest.mark.parametrize("argv", EVERY_KIND.values(), ids=EVERY_KIND.keys())
+def test_every_rendered_container_runs_read_only_with_cpu_and_disk_limited(capsys, argv):
+    """Job, Indexed Job, RayJob (head, worker groups, submitter) and PyTorchJob (Master, Worker): the root filesystem
+    read-only with /tmp an emptyDir (HOME on it), CPUs limited to their request and the local disk requested and
+    limited (10Gi where train.py or Ray runs)."""
+    _, job = render(capsys, *argv)
+    pods = k8s_checks.pod_specs(job)
+    assert len(pods) == {"RayJob": 4, "PyTorchJob": 2, "Job": 1}[job["kind"]]
+    for where, pod in pods:
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for c in pod["containers"]:
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True, where
+            (tmp,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/tmp"]
+            assert "emptyDir" in volumes[tmp["name"]] and not tmp.get("readOnly"), where
+            assert {"name": "HOME", "value": "/tmp"} in c["env"], where
+            requests, limits = c["resources"]["requests"], c["resources"]["limits"]
+            assert limits["cpu"] == requests["cpu"] and limits["memory"] == requests["memory"], where
+            disk = "1Gi" if where == "spec.submitterPodTemplate.spec" else "10Gi"
+            assert limits["ephemeral-storage"] == requests["ephemeral-storage"] == disk, where
+
+
+def test_the_local_disk_follows_its_flag_and_stays_on_this_machine(capsys):
+    """--ephemeral_storage (where train.py's parser has it) sizes every pod that runs train.py or Ray; the flag is the
+    cluster's, not the pod command's."""
+    from pathlib import Path
+
+    import rl.cloud.render as rendering
+    import train
+    from rl.errors import ConfigError
+    from rl.hparams import resolve_hparams
+
+    argv = ["--sys", "k8s", "--output_dir", "runs/x", "--hparams", "appo_atari", "--nodes", "3"]
+    args = train.parser().parse_args(argv)
+    hp = resolve_hparams(args, Path(args.output_dir))
+    args.ephemeral_storage = "50Gi"
+    _, job = rendering.render(rendering.plan(args, argv, hp))
+    disks = {where: c["resources"]["limits"]["ephemeral-storage"] for where, pod in k8s_checks.pod_specs(job)
+             for c in pod["containers"]}
+    assert disks.pop("spec.submitterPodTemplate.spec") == "1Gi" and set(disks.values()) == {"50Gi"}, disks
+    assert rendering.cluster_argv(["--ephemeral_storage", "50Gi", "--seed", "1", "--ephemeral_storage=5Gi"],
+                                  "/runs/x", ray=False) == ["--seed", "1"]
+    args.ephemeral_storage = "lots"
+    with pytest.raises(ConfigError, match="--ephemeral_storage 'lots' is not a Kubernetes quantity"):
+        rendering.plan(args, argv, hp)
+
+
+@pytest.mark.parametrize("namespace", ["Bad_NS", "a/b", "-team", "team-", "team.a", "n" * 64, ""])
+def test_a_namespace_kubernetes_would_refuse_is_one_line(capsys, namespace):
+    import train
+
+    assert train.main(["--sys", "k8s", "--output_dir", "runs/x", "--hparams", "appo_atari", f"--namespace={namespace}",
+                       "--dry_run", "True"]) == 2
+    out, err = capsys.readouterr()
+    err = err.strip()
+    assert not out and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: --namespace {namespace!r}") and "at most 63 lower-case letters" in err, err
+
+
+def test_a_bad_namespace_is_refused_before_any_connection(capsys, monkeypatch, tmp_path):
+    """Without --dry_run too: the name is judged here, not put in an API path (no kubeconfig is read)."""
+    import train
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    assert train.main(["--sys", "k8s", "--output_dir", "runs/x", "--hparams", "appo_atari", "--namespace",
+                       "a/b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --namespace 'a/b'") and "kubeconfig" not in err, err
+    _, job = render(capsys, "--hparams", "appo_atari", "--namespace", "n" * 63)  # the longest valid one
+    assert job["metadata"]["namespace"] == "n" * 63
+
+
 @pytest.mark.parametrize("argv, needle", [
     (("--hparams", "ppo_atari", "--accelerator", "tpu-v6e:4", "--nodes", "2"), "one TPU host"),
     (("--hparams", "ppo_atari", "--nodes", "2", "--copies", "2"), "--copies"),
@@ -224,7 +306,7 @@ def test_a_search_over_nodes_is_an_indexed_job_sharing_one_journal_study(capsys)
 def test_a_bad_search_is_refused_before_rendering(capsys):
     import train
 
-    for extra, needle in [(["--tune_space", "lr=uniform(0,1)"], "'lr' must be > 0"),
+    for extra, needle in [(["--tune_space", "lr=uniform(0,1)"], "'lr' must be"),
                           (["--tune_space", "env=choice(CartPole-v1,NoSuchEnv-v0)"], "NoSuchEnv-v0"),
                           (["--tune_space", "lr=uniform(0.1,1)", "--ray_address", "auto"], "--ray_address does not")]:
         assert train.main(["--sys", "k8s", "--output_dir", "runs/x", "--hparams", "ppo_cartpole", "--tune", "4",
