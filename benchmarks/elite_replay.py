@@ -72,7 +72,7 @@ from rl.envs import make_env
 from rl.memory.sequences import naive_bytes_per_step, ready
 from rl.registry import hparams as sets
 from rl.report.runs import read_progress
-from rl.run import configure_torch, seed_everything
+from rl.trainer import configure_torch, seed_everything
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, print_table  # noqa: E402

@@ -26,7 +26,7 @@ import hparams  # noqa: F401  (fills the hparams registry)
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import hparams as sets
-from rl.run import build_agent, configure_torch, seed_everything
+from rl.trainer import build_agent, configure_torch, seed_everything
 
 
 def collect(collector: Collector, steps: int, update: bool) -> None:

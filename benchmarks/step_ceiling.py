@@ -38,7 +38,7 @@ from rl.agents.continuous import matmul_precision
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import hparams as sets
-from rl.run import build_agent, configure_torch, seed_everything
+from rl.trainer import build_agent, configure_torch, seed_everything
 
 SETS = {"sac": "sac_halfcheetah_bullet", "td3": "td3_halfcheetah_bullet"}
 MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,

@@ -31,7 +31,7 @@ def fill_rollout(name: str, overrides: str = ""):
     from rl.collector import Collector
     from rl.envs import make_env
     from rl.registry import hparams as sets
-    from rl.run import build_agent, seed_everything
+    from rl.trainer import build_agent, seed_everything
 
     hp = sets[name]()
     if overrides:

@@ -20,7 +20,7 @@ from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import grad_comp
 from rl.registry import hparams as sets
-from rl.run import build_agent, seed_everything
+from rl.trainer import build_agent, seed_everything
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rl.envs import make_env
 from rl.evaluation import play
 from rl.registry import hparams as sets
-from rl.run import build_agent
+from rl.trainer import build_agent
 
 
 def agent_for(hp):

@@ -87,18 +87,16 @@ def test_the_final_rows_steps_per_s_leaves_out_stopping_the_workers(tmp_path, mo
     """The last row came after the workers stopped and the last checkpoint: Breakout's said 77 steps/s for a run
     training at 3,000 (its 500 steps over 6.5 s of stopping 7 workers and saving)."""
     import rl.run
-    from rl.registry import hparams as sets
 
-    slow = rl.run.closing
+    slow = rl.run._closing
 
     def closing(*args):
         time.sleep(3.0)  # as long as 7 workers take to stop
         slow(*args)
 
-    monkeypatch.setattr(rl.run, "closing", closing)
-    hp = sets["dqn_cartpole"]()
-    hp.parse("train_steps=250,log_interval=100,eval_interval=0,eval_episodes=1")
-    rl.run.train(hp, tmp_path, quiet=True)
+    monkeypatch.setattr(rl.run, "_closing", closing)
+    with rl.make("dqn_cartpole", tmp_path, "train_steps=250,log_interval=100,eval_interval=0,eval_episodes=1") as run:
+        run.train()
     with open(tmp_path / "progress.csv", newline="") as f:
         last = list(csv.DictReader(f))[-1]
     assert float(last["env_steps"]) == 250

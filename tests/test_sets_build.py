@@ -5,7 +5,7 @@ import pytest
 
 from rl.envs import make_env
 from rl.registry import hparams as sets
-from rl.run import build_agent
+from rl.trainer import build_agent
 
 
 @pytest.mark.parametrize("name", sets.names())

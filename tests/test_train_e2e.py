@@ -302,7 +302,7 @@ def test_a_tie_does_not_replace_the_best(tmp_path):
     from rl.checkpoint import BestKeeper, read_best
     from rl.envs import make_env
     from rl.registry import hparams as sets
-    from rl.run import build_agent
+    from rl.trainer import build_agent
 
     hp = sets["dqn_cartpole"]()
     agent = build_agent(hp, make_env(hp, num_envs=1), seed=0)

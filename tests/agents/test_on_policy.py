@@ -17,7 +17,8 @@ from rl.envs import make_env
 from rl.errors import ConfigError
 from rl.registry import act_select
 from rl.registry import hparams as sets
-from rl.run import build_agent, evaluate, seed_everything
+from rl.evaluation import evaluate
+from rl.trainer import build_agent, seed_everything
 
 ON_POLICY_SETS = ["vpg_cartpole", "a2c_cartpole", "ppo_cartpole", "ppo_gru_cartpole", "ppo_pendulum",
                   "ppo_halfcheetah_bullet"]
@@ -28,7 +29,7 @@ def make(name: str, overrides: str = "", seed: int = 0):
     if overrides:
         hp.parse(overrides)
     seed_everything(seed)
-    torch.set_num_threads(hp.torch_threads)  # as rl.run.train does: small networks are fastest on one thread
+    torch.set_num_threads(hp.torch_threads)  # as a run does: small networks are fastest on one thread
     env = make_env(hp)
     return hp, env, build_agent(hp, env, seed)
 

@@ -346,16 +346,15 @@ def test_async_run_resumes_after_sigterm(tmp_path, runs):
 
 
 # the learner process raises after its workers started and before the loop's own `finally`: a Controller that fails
-# (rl/run.py's train), or a script that builds a trainer and never closes it (the transport's exit hook)
+# (rl/run.py's Run.train), or a script that builds a trainer and never closes it (the transport's exit hook)
 RAISES_BEFORE_THE_LOOP = {
     "train": """
 import rl.run
 def broken(*args, **kwargs):
     raise RuntimeError("the control file could not be read")
 rl.run.Controller = broken
-from rl.registry import hparams as sets
-hp = sets["ppo_cartpole"]().parse("num_workers=2,train_steps=100000")
-rl.run.train(hp, OUT)
+with rl.make("ppo_cartpole", OUT, "num_workers=2,train_steps=100000") as run:
+    run.train()
 """,
     "script": """
 from rl.registry import hparams as sets

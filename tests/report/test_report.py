@@ -41,7 +41,7 @@ def make_run(folder: Path, *, set_name: str = "ppo_cartpole", env: str = "CartPo
             w.writerow([s, s / 10, train.get(s, ""), evals.get(s, ""), 0.0 if s in evals else ""])
     if final is not None:
         record = {"mode": "final_training_evaluation", "mean_return": final, "std_return": 0.0,
-                  "env_steps": train_steps}
+                  "env_steps": max([train_steps, *steps])}  # the end of training: its budget, or its last row past it
         if best is not None:
             record["best"] = {"step": 50, "mean_return": best, "path": "x"}
         (folder / "eval.json").write_text(json.dumps(record))
@@ -600,3 +600,66 @@ def test_keep_copies_only_the_record_and_the_report_rebuilds_from_it(tmp_path):
     assert report_main([str(tmp_path), "--output", str(tmp_path / "r3"), "--keep", str(kept), "--reps", "200",
                         "--quiet"]) == 0
     assert not (kept / str(tmp_path.name) / "kept").exists()
+
+
+def write_progress(folder: Path, rows: list[tuple[int, float | str]]) -> None:
+    """progress.csv of (env_steps, eval_return_mean) rows in the order they were logged (a resume logs again from
+    its checkpoint: its step goes back, and its wall clock restarts)."""
+    with open(folder / "progress.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["env_steps", "wall_time_s", "episode_return_mean", "eval_return_mean", "eval_return_std"])
+        for step, value in rows:
+            w.writerow([step, step / 10, 1.0, value, 0.0 if value != "" else ""])
+
+
+def test_a_run_is_finished_only_by_the_eval_json_of_its_end(tmp_path):
+    """Each folder is a run of 20,000 steps. `past`: finished once with 5,000 steps (eval.json at 5,000), resumed
+    with 20,000 and stopped at 9,000. `rewound`: finished at 20,000, then resumed from its 6,000 checkpoint and
+    stopped at 9,000. Both are unfinished, say why, and score their last evaluation, not the stale eval.json's.
+    `evaluated`: an evaluation run (--training False) replaced eval.json: finished, scored by progress.csv's final
+    evaluation; `tested`: the same at 9,000 of 20,000, unfinished. `nan`: a finished run whose final evaluation was
+    written as null (strict JSON's NaN): finished, no score from it. `done`: a proper end."""
+    def run(name: str, rows, final: dict | None):
+        folder = make_run(tmp_path / name, train_steps=20_000)
+        write_progress(folder, rows)
+        if final is not None:
+            (folder / "eval.json").write_text(json.dumps({"std_return": 0.0, "mode": "final_training_evaluation",
+                                                          **final}))
+
+    run("past", [(2500, 1.0), (5000, 50.0), (5000, 50.0), (9000, 9.0)], {"mean_return": 50.0, "env_steps": 5000})
+    run("rewound", [(6000, 6.0), (20_000, 200.0), (6000, 6.0), (9000, 9.0)],
+        {"mean_return": 200.0, "env_steps": 20_000})
+    run("evaluated", [(10_000, 1.0), (20_000, 20.0)], {"mode": "test", "mean_return": 99.0, "env_steps": 20_000})
+    run("tested", [(9000, 9.0)], {"mode": "test", "mean_return": 99.0, "env_steps": 9000})
+    run("nan", [(10_000, 1.0), (20_000, 7.0)], {"mean_return": None, "env_steps": 20_000})
+    run("done", [(10_000, 1.0), (20_000, 20.0)], {"mean_return": 21.0, "env_steps": 20_000})
+    runs = {r.path.name: r for r in read_runs([tmp_path])[0]}
+    status = {name: r.status() for name, r in runs.items()}
+    assert status == {"past": "unfinished", "rewound": "unfinished", "evaluated": "finished", "tested": "unfinished",
+                      "nan": "finished", "done": "finished"}
+    scores = {name: r.final_score() for name, r in runs.items()}
+    assert scores["past"] == (9.0, 9000, "last evaluation in progress.csv")
+    assert scores["rewound"] == (9.0, 9000, "last evaluation in progress.csv")
+    assert scores["evaluated"] == (20.0, 20_000, "final evaluation in progress.csv")
+    assert scores["tested"] == (9.0, 9000, "last evaluation in progress.csv")
+    assert scores["nan"][:2] == (7.0, 20_000) and scores["done"] == (21.0, 20_000, "eval.json")
+    assert "eval.json is from step 5000, before the run's last logged step 9000 (stale: the run was resumed)" in \
+        runs["past"].notes
+    assert any("eval.json is from step 20000, past the run's last logged step 9000" in n for n in runs["rewound"].notes)
+    assert runs["past"].best_score() == (50.0, 5000)  # its evaluations happened, whichever sitting made them
+    summary, _, _ = compute(list(runs.values()), reps=50)
+    rows = {Path(r["name"]).name: r for r in summary["runs"]}
+    assert [rows[n]["status"] for n in ("past", "rewound", "done")] == ["unfinished", "unfinished", "finished"]
+    assert rows["past"]["final_score"] == 9.0 and rows["done"]["final_score"] == 21.0
+    assert sum(line["finished_copies"] for line in summary["lines"]) == 3
+
+
+def test_a_pruned_trial_resumed_past_its_stop_is_no_longer_stopped_early(tmp_path):
+    """A stopped_early eval.json holds while its step is the run's last; a trial resumed past it is unfinished."""
+    pruned = make_run(tmp_path / "trial_0", evals={30: 2.0, 60: 3.0})
+    (pruned / "eval.json").write_text(json.dumps({"mode": "stopped_early", "mean_return": 3.0, "std_return": 0.0,
+                                                  "env_steps": 60, "stopped_early": True}))
+    assert read_runs([pruned])[0][0].status() == "stopped early"
+    write_progress(pruned, [(30, 2.0), (60, 3.0), (90, 4.0)])
+    (run,) = read_runs([pruned])[0]
+    assert run.status() == "unfinished" and run.final_score() == (4.0, 90, "last evaluation in progress.csv")
