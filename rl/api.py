@@ -18,8 +18,6 @@ import json
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from rl.errors import ConfigError
 
 
@@ -110,45 +108,3 @@ def load(output_dir: str | Path, checkpoint: str = "latest"):
         env.close()
     restore_checked(agent, state, path, include_memory=False)
     return Run(hp, out, None, None, agent, None)
-
-
-class AgentView:
-    """An agent as a policy for scripts: `act(obs, deterministic=True)` on one observation (returns one action) or
-    a batch (returns a batch); a recurrent agent's evaluation state is carried between calls of one batch size
-    (`reset` starts new episodes). Every other attribute is the agent's own."""
-
-    def __init__(self, agent):
-        self._agent = agent
-        self._state, self._batch = None, None
-
-    def act(self, obs, deterministic: bool = True):
-        obs = np.asarray(obs)
-        shape = tuple(getattr(self._agent.obs_space, "shape", None) or ())
-        single = obs.shape == shape
-        batch = obs[None] if single else obs
-        if deterministic:
-            if self._batch != len(batch):
-                self._state, self._batch = self._agent.eval_state(len(batch)), len(batch)
-            actions, self._state = self._agent.act_eval(batch, self._state)
-        else:
-            actions = self._agent.act(batch, deterministic=False)
-        return actions[0] if single else actions
-
-    def reset(self) -> None:
-        self._state, self._batch = None, None
-
-    def __getattr__(self, name: str):
-        return getattr(self._agent, name)
-
-
-class Sampling:
-    """An agent that evaluates by sampling its policy (`Run.evaluate(deterministic=False)`)."""
-
-    def __init__(self, agent):
-        self._agent = agent
-
-    def eval_state(self, num_envs: int):
-        return None
-
-    def act_eval(self, obs, state):
-        return self._agent.act(obs, deterministic=False), state

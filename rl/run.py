@@ -88,9 +88,9 @@ class Run:
     @property
     def agent(self):
         """The agent, as a policy for scripts: `act(obs, deterministic=True)` takes one observation or a batch
-        (rl/api.py `AgentView`); everything else is the agent's own."""
+        (rl/policy.py); everything else is the agent's own."""
         if self._view is None:
-            from rl.api import AgentView
+            from rl.policy import AgentView
 
             self._view = AgentView(self._agent)
         return self._view
@@ -267,7 +267,7 @@ class Run:
     def evaluate(self, episodes: int = 10, deterministic: bool = True) -> dict:
         """`episodes` episodes of the agent as it is now on fresh envs, greedy unless `deterministic` is False: their
         mean, std and returns. Writes nothing (eval.json belongs to the end of training and to --training False)."""
-        from rl.api import Sampling
+        from rl.policy import Sampling
 
         if isinstance(episodes, bool) or not isinstance(episodes, int) or not 1 <= episodes <= 10_000:
             raise ConfigError(f"evaluate: episodes must be a whole number in [1, 10000], got {episodes!r}")
