@@ -2,11 +2,17 @@
 `--control checkpoint`, `--control evaluate`), PyTorchRL's `update_algo_parameter` without editing a script.
 
 The channel is the run folder, so it works wherever the folder is shared (this machine, a pod's volume through
-`kubectl exec`): the job keeps `control/job.json` (its pid, host and a heartbeat) while it runs; `send` drops a
-request file into `control/` and waits for the job's answer beside it. The training loop (rl/run.py) polls between
-steps, which is between updates, in one process or as the Scheme's learner, applies the request, prints and logs it
-(`control/<setting>` scalars and a line in `control/control.log`), and records the change in `hparams.json` and in
-the next checkpoint, so that a resumed run continues with it.
+`kubectl exec`): the job keeps `control/job.json` (who it is, `rl.folder.identity`, and a heartbeat) while it runs;
+`send` drops a request file into `control/` and waits for the job's answer beside it. The training loop (rl/run.py)
+polls between steps, which is between updates, in one process or as the Scheme's learner, applies the request, prints
+and logs it (`control/<setting>` scalars and a line in `control/control.log`), and records the change in
+`hparams.json` and in the next checkpoint, so that a resumed run continues with it.
+
+Whether a job runs is judged by the strongest evidence at hand: the folder's lock (rl/folder.py) held by the process
+job.json names; on this host, that process alive (its pid and its start time: a pid reused by another process does
+not count), and a free lock left behind means the job that wrote job.json is gone; on another host, a fresh heartbeat.
+A request is only written for a job that runs, and a job discards on start the requests it finds (they were meant for
+a job that is gone), so a request never waits in a folder for a resume days later.
 
 Only settings read afresh at every update can change: each agent lists them (`LIVE_SETTINGS`), the loop adds its own
 intervals (`RUN_SETTINGS`). Where workers compute something themselves, the settings they read stay fixed: acting
@@ -23,7 +29,8 @@ import time
 from pathlib import Path
 
 from rl.checkpoint import write_json
-from rl.errors import ConfigError
+from rl.errors import ConfigError, first_line
+from rl.folder import LOCK, holder, identity, is_alive
 from rl.hparams import split_top_level
 
 CONTROL_DIR = "control"
@@ -32,8 +39,11 @@ RUN_SETTINGS = ("eval_interval", "eval_episodes", "checkpoint_interval", "checkp
 STEP_SETTINGS = ("lr", "max_grad_norm")  # applied where the optimizer steps: the learner, in every mode
 ACTING_SETTINGS = ("exploration_final_eps",)  # read where actions are chosen: collection workers keep their own
 COMMANDS = ("checkpoint", "evaluate")
-HEARTBEAT_S = 10.0  # the job refreshes job.json this often; another host trusts a heartbeat up to STALE_S old
-STALE_S = 600.0
+HEARTBEAT_S = 10.0  # the job refreshes job.json this often (between updates; not during an evaluation)
+STALE_S = 600.0  # a job on another host is trusted to run while its heartbeat is younger than this
+LIVE_S = 3 * HEARTBEAT_S  # a heartbeat this fresh from another host: a starting job does not take that job's place
+SEND_TIMEOUT_S = 60.0  # how long `send` waits for the answer before it says the request is queued
+ANSWER_KEEP_S = 2 * SEND_TIMEOUT_S  # an answer older than this has nobody waiting for it: the job removes it
 
 
 def changeable(hp) -> tuple[str, ...]:
@@ -80,7 +90,10 @@ def parse_request(hp, text: str) -> dict:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` of this host exists (one we may not signal exists too)."""
+    """Whether process `pid` of this host exists (one we may not signal exists too). Only a positive pid names one
+    process (0 and negatives name groups, which `os.kill` accepts)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -90,57 +103,183 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def running_job(output_dir: Path) -> dict | None:
-    """The job.json of the job running in `output_dir`, or None: on this host its pid must be alive, on another its
-    heartbeat fresh."""
-    path = output_dir / CONTROL_DIR / JOB_FILE
+# ------------------------------------------------------------------------------------------------ reading the folder
+def read_object(path: Path, fix: str) -> dict | None:
+    """The JSON object in `path`, None where there is no file; anything else (not JSON, not an object) is one
+    ConfigError line naming the file and saying how to `fix` it."""
     try:
-        job = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = Path(path).read_text()
+    except FileNotFoundError:
         return None
-    if job.get("host") == socket.gethostname():
-        return job if pid_alive(int(job.get("pid", -1))) else None
-    return job if time.time() - float(job.get("heartbeat", 0)) < STALE_S else None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or first_line(exc)}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({first_line(exc)}): {fix}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} holds a {type(data).__name__}, not the object train.py writes: {fix}")
+    return data
 
 
-def send(output_dir: Path, text: str, timeout_s: float = 60.0) -> None:
-    """Hand a request to the job running in `output_dir` and print its answer (or that it is queued)."""
-    record_path = output_dir / "hparams.json"
-    if not record_path.exists():
+def read_run_record(output_dir: Path) -> dict | None:
+    """The run's hparams.json (None where there is none), its shape and its --control changes checked."""
+    path = Path(output_dir) / "hparams.json"
+    record = read_object(path, "fix or delete it, or use another --output_dir")
+    if record is not None:
+        if not isinstance(record.get("hparams"), dict) or not isinstance(record.get("hparams_set"), str):
+            raise ConfigError(f"{path} lacks the \"hparams_set\" name and \"hparams\" object train.py writes: fix or "
+                              f"delete it, or use another --output_dir")
+        control_entries(record, path)
+    return record
+
+
+def control_entries(record: dict, path) -> list[dict]:
+    """The record's `control` list, checked to be what `record_change` writes: objects with a `settings` object and
+    perhaps an `overridden` list. Another shape (hand-edited) is one ConfigError line naming `path`."""
+    entries = record.get("control", [])
+    shaped = isinstance(entries, list) and all(
+        isinstance(e, dict) and isinstance(e.get("settings", {}), dict) and isinstance(e.get("overridden", []), list)
+        for e in entries)
+    if not shaped:
+        raise ConfigError(f"{path}: 'control' must be a list of {{\"step\": N, \"settings\": {{...}}}} objects as "
+                          f"--control writes them, found {json.dumps(entries)[:80]}: fix or delete it")
+    return entries
+
+
+def read_job(output_dir: Path) -> dict | None:
+    """control/job.json, None where there is none (no job has its channel open)."""
+    return read_object(Path(output_dir) / CONTROL_DIR / JOB_FILE,
+                       "a job rewrites it while it runs; where none runs, delete it")
+
+
+def _describe(job: dict) -> str:
+    started = job.get("started")
+    since = time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(started)) \
+        if isinstance(started, (int, float)) and not isinstance(started, bool) else ""
+    return f"pid {job.get('pid', '?')} on {job.get('host', '?')}{since}"
+
+
+def _same_process(a: dict, b: dict) -> bool:
+    """Whether two identities (rl.folder.identity) name one process: pid and host, and start time where both
+    recorded it."""
+    if a.get("pid") is None or a.get("pid") != b.get("pid") or a.get("host") != b.get("host"):
+        return False
+    ticks = a.get("start_ticks"), b.get("start_ticks")
+    return None in ticks or ticks[0] == ticks[1]
+
+
+def _heartbeat_age(job: dict) -> float | None:
+    beat = job.get("heartbeat")
+    if not isinstance(beat, (int, float)) or isinstance(beat, bool):
+        return None
+    return time.time() - beat
+
+
+def _judged_here(job: dict) -> bool:
+    """A record of this host, or one without a pid or host (no job writes such a one: this host judges it)."""
+    return job.get("host") == socket.gethostname() or "pid" not in job or "host" not in job
+
+
+def job_state(output_dir: Path) -> tuple[dict | None, bool, str | None]:
+    """(control/job.json or None, whether the job it names runs, and if not which job it names and why it is gone).
+    A ConfigError when job.json is damaged."""
+    output_dir = Path(output_dir)
+    job = read_job(output_dir)
+    if job is None:
+        return None, False, None
+    owner = holder(output_dir)
+    if owner and _same_process(owner, job):  # the folder's owner is the process job.json names
+        return job, True, None
+    if _judged_here(job):
+        if owner is None and (output_dir / LOCK).exists():  # a lock left free: its owner ended (a kill leaves it)
+            return job, False, f"{_describe(job)} (no longer running: the run folder's lock is free)"
+        if is_alive(job):
+            return job, True, None
+        if not isinstance(job.get("pid"), int):
+            return job, False, "no process (it names no pid)"
+        if pid_alive(job["pid"]):
+            return job, False, f"pid {job['pid']} (now another process)"
+        return job, False, f"pid {job['pid']} (no longer running)"
+    age = _heartbeat_age(job)
+    if age is not None and age < STALE_S:
+        return job, True, None
+    return job, False, f"{_describe(job)} (last heartbeat {'never' if age is None else f'{age / 60:.0f} min ago'})"
+
+
+def running_job(output_dir: Path) -> dict | None:
+    """The job.json of the job running in `output_dir`, or None (see `job_state`)."""
+    job, running, _ = job_state(output_dir)
+    return job if running else None
+
+
+def _no_job(output_dir: Path, record: dict) -> str:
+    """Why `send` writes no request into `output_dir`: who holds the folder, or that no job runs. A job.json left
+    by a job of this host that is gone is removed (it would make the next --control wait for nobody)."""
+    owner = holder(output_dir)
+    if owner is not None:
+        return (f"{output_dir} is in use by {_describe(owner) if owner else 'another process'}, which takes no "
+                f"requests (it is starting, or evaluating): try again once it trains")
+    job, running, stale = job_state(output_dir)
+    if running:
+        return f"a job has just started in {output_dir}: try again"
+    note = ""
+    if job is not None and _judged_here(job):
+        path = output_dir / CONTROL_DIR / JOB_FILE
+        if read_job(output_dir) == job:  # not rewritten meanwhile by a job that just started
+            path.unlink(missing_ok=True)
+        note = f" (removed a stale {CONTROL_DIR}/{JOB_FILE} of {stale})"
+    elif job is not None:
+        note = f" (its {CONTROL_DIR}/{JOB_FILE} is stale: {stale})"
+    return (f"no job is running in {output_dir}{note}; resume it with train.py --hparams {record['hparams_set']} "
+            f"--output_dir {output_dir} (a --hparam_override then sets what you wanted to change)")
+
+
+def send(output_dir: Path, text: str, timeout_s: float = SEND_TIMEOUT_S) -> None:
+    """Hand a request to the job running in `output_dir` and print its answer (or that it is queued: the job takes
+    it at its next update)."""
+    output_dir = Path(output_dir)
+    record = read_run_record(output_dir)
+    if record is None:
         raise ConfigError(f"--control: {output_dir} holds no run (no hparams.json)")
     job = running_job(output_dir)
     if job is None:
-        raise ConfigError(f"--control: no job is running in {output_dir}; resume it with train.py --hparams SET "
-                          f"--output_dir {output_dir} (a --hparam_override then sets what you wanted to change)")
+        raise ConfigError(f"--control: {_no_job(output_dir, record)}")
     from rl.registry import hparams as sets
 
-    record = json.loads(record_path.read_text())
-    hp = sets[record["hparams_set"]]().update(record["hparams"])
+    try:
+        hp = sets[record["hparams_set"]]().update(record["hparams"])
+    except ConfigError as exc:
+        raise ConfigError(f"--control: {output_dir / 'hparams.json'}: {exc}") from None
     request = parse_request(hp, text)
     name = f"{time.time_ns()}-{os.getpid()}"
     folder = output_dir / CONTROL_DIR
-    write_json(folder / f"{name}.request.json", request, indent=2)
+    request_path = folder / f"{name}.request.json"
+    write_json(request_path, request, indent=2)
     answer_path = folder / f"{name}.answer.json"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if answer_path.exists():
-            answer = json.loads(answer_path.read_text())
+        if answer_path.exists() or running_job(output_dir) is None:
+            if not answer_path.exists():  # the job ended without an answer: a later one would take it by surprise
+                request_path.unlink(missing_ok=True)
+                raise ConfigError(f"--control: the job in {output_dir} ended before it took the request (withdrawn)")
+            answer = read_object(answer_path, "the job writes it whole, so it is damaged: send the request again")
             answer_path.unlink(missing_ok=True)
             if "error" in answer:
                 raise ConfigError(f"--control: the job refused it: {answer['error']}")
-            print(answer["message"], flush=True)
+            print(answer.get("message", answer), flush=True)
             return
-        if running_job(output_dir) is None:
-            raise ConfigError(f"--control: the job in {output_dir} ended before it took the request")
         time.sleep(0.2)
-    print(f"queued in {folder}: the job (pid {job.get('pid')} on {job.get('host')}) takes it at its next update; "
-          f"see {folder / 'control.log'}", flush=True)
+    print(f"queued in {folder}: the job ({_describe(job)}) takes it at its next update; see "
+          f"{folder / 'control.log'}", flush=True)
 
 
-def recorded_changes(record: dict) -> dict:
-    """The settings changed by --control in a run record (hparams.json) and still in effect, latest value of each."""
+# ------------------------------------------------------------------------------------------- changes kept in the run
+def recorded_changes(record: dict, source="hparams.json") -> dict:
+    """The settings changed by --control in a run record (hparams.json, read from `source`) and still in effect,
+    latest value of each."""
     changes: dict = {}
-    for entry in record.get("control", []):
+    for entry in control_entries(record, source):
         overridden = entry.get("overridden", ())
         changes.update({k: v for k, v in entry.get("settings", {}).items() if k not in overridden})
     return changes
@@ -150,7 +289,7 @@ def carry_changes(output_dir: Path, old_record: dict, now: dict) -> list[dict]:
     """The `control` list for the record of a resumed run whose settings are now `now`: every change ever made, kept
     in order; a setting whose latest change no longer holds (a --hparam_override typed at resume replaced it) is
     named in that entry's `overridden`, which resuming skips, and the replacement is noted in control.log."""
-    entries = [dict(e) for e in old_record.get("control", []) if isinstance(e, dict)]
+    entries = [dict(e) for e in control_entries(old_record, Path(output_dir) / "hparams.json")]
     latest = {key: i for i, e in enumerate(entries) for key in e.get("settings", {})}
     for key, i in latest.items():
         entry = entries[i]
@@ -164,16 +303,75 @@ def carry_changes(output_dir: Path, old_record: dict, now: dict) -> list[dict]:
     return entries
 
 
+def record_change(output_dir: Path, step: int, settings: dict, record: dict | None = None) -> None:
+    """Keep a change in hparams.json: the settings in effect, and the list of changes (which resuming applies after
+    the command line's --hparam_override, rl/hparams.py). `record`: hparams.json as read (and checked) before the
+    change was applied; read here when not given."""
+    record = read_run_record(output_dir) if record is None else record
+    if record is None:  # a run started without train.py's record (a script calling the loop itself)
+        return
+    record["hparams"].update(settings)
+    record.setdefault("control", []).append({"step": step, "settings": settings})
+    write_json(Path(output_dir) / "hparams.json", record, indent=2)
+
+
+# ---------------------------------------------------------------------------------------------------- the job's side
 class Channel:
-    """The job's side: job.json while it runs, the requests it finds in control/, the answers it leaves."""
+    """The job's side: job.json while it runs, the requests it finds in control/, the answers it leaves (removed
+    once nobody can be waiting for them)."""
 
     def __init__(self, output_dir: Path):
-        self.dir = Path(output_dir) / CONTROL_DIR
+        self.output_dir = Path(output_dir)
+        self.dir = self.output_dir / CONTROL_DIR
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.job = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        self.job = identity()
+        self._take_over()
+        self._discard_earlier_requests()
+        self._remove_old_answers()
         self._beat = 0.0
         self._polled = 0.0
         self.heartbeat()
+
+    def _take_over(self) -> None:
+        """Refuse to open a second channel beside a job that runs (its requests would go to either); a job.json of
+        a job that is gone is replaced, with a note."""
+        try:
+            job = read_job(self.output_dir)
+        except ConfigError as exc:
+            self.note(f"replaced a damaged {JOB_FILE}: {exc}")
+            return
+        if job is None or _same_process(job, self.job):
+            return
+        age = _heartbeat_age(job)
+        live = is_alive(job) if _judged_here(job) else age is not None and age < LIVE_S
+        if live:
+            raise ConfigError(f"{self.output_dir} has a job running already ({_describe(job)}, its "
+                              f"{CONTROL_DIR}/{JOB_FILE} refreshed {age or 0:.0f} s ago): one job trains in a run "
+                              f"folder at a time; wait for it to end (or stop it), or use another --output_dir")
+        self.note(f"took over from {_describe(job)}, which no longer runs")
+
+    def _discard_earlier_requests(self) -> None:
+        """Requests already here were sent to a job that has ended (this one has not published job.json yet):
+        applying them now, perhaps days later, would surprise. Each is answered with a refusal, for a sender still
+        waiting."""
+        for path in sorted(self.dir.glob("*.request.json")):
+            try:
+                request = json.loads(path.read_text())
+            except (OSError, ValueError):
+                request = "(unreadable)"
+            self.note(f"discarded a request left for a job that ended before taking it: {request}")
+            self.answer(path, {"error": f"the job it was sent to ended before taking it; the job now running "
+                                        f"({_describe(self.job)}) discarded it: send it again"})
+
+    def _remove_old_answers(self, older_than_s: float = ANSWER_KEEP_S) -> None:
+        """Answers nobody collected (the sender timed out, or ended): older than `older_than_s`, nobody waits."""
+        now = time.time()
+        for path in self.dir.glob("*.answer.json"):
+            try:
+                if now - path.stat().st_mtime > older_than_s:
+                    path.unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def heartbeat(self) -> None:
         self._beat = time.monotonic()
@@ -188,12 +386,16 @@ class Channel:
         self._polled = now
         if now - self._beat > HEARTBEAT_S:
             self.heartbeat()
+            self._remove_old_answers()
         found = []
         for path in sorted(self.dir.glob("*.request.json")):
             try:
-                found.append((path, json.loads(path.read_text())))
+                request = json.loads(path.read_text())
             except (OSError, ValueError) as exc:
-                found.append((path, {"command": "invalid", "error": f"unreadable request ({exc})"}))
+                request = {"command": "invalid", "error": f"unreadable request ({first_line(exc)})"}
+            if not isinstance(request, dict):
+                request = {"command": "invalid", "error": f"a request is an object, not a {type(request).__name__}"}
+            found.append((path, request))
         return found
 
     def answer(self, request_path: Path, answer: dict) -> None:
@@ -206,19 +408,14 @@ class Channel:
             f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
 
     def close(self) -> None:
-        (self.dir / JOB_FILE).unlink(missing_ok=True)
-
-
-def record_change(output_dir: Path, step: int, settings: dict) -> None:
-    """Keep a change in hparams.json: the settings in effect, and the list of changes (which resuming applies after
-    the command line's --hparam_override, rl/hparams.py)."""
-    path = Path(output_dir) / "hparams.json"
-    if not path.exists():  # a run started without train.py's record (a script calling rl.run.train)
-        return
-    record = json.loads(path.read_text())
-    record["hparams"].update(settings)
-    record.setdefault("control", []).append({"step": step, "settings": settings})
-    write_json(path, record, indent=2)
+        """job.json goes (where it is still this job's), and the answers nobody can be waiting for."""
+        try:
+            job = read_job(self.output_dir)
+        except ConfigError:
+            job = None
+        if job is not None and _same_process(job, self.job):
+            (self.dir / JOB_FILE).unlink(missing_ok=True)
+        self._remove_old_answers()
 
 
 def _change_text(key: str, before, after, was, now) -> str:
@@ -238,9 +435,9 @@ class Controller:
     def __init__(self, output_dir: Path, hp, agent, log, evaluate, checkpoint):
         self.output_dir, self.hp, self.agent = Path(output_dir), hp, agent
         self.log, self.evaluate, self.checkpoint = log, evaluate, checkpoint
+        record = read_run_record(self.output_dir)  # checked before the channel opens: a damaged one stops here
+        self.changes: dict = recorded_changes(record, self.output_dir / "hparams.json") if record else {}
         self.channel = Channel(output_dir)
-        record = self.output_dir / "hparams.json"
-        self.changes: dict = recorded_changes(json.loads(record.read_text())) if record.exists() else {}
 
     def poll(self) -> None:
         for path, request in self.channel.poll():
@@ -269,11 +466,14 @@ class Controller:
             raise ConfigError(request.get("error", f"unknown request {request!r}"))
         allowed = changeable(self.hp)
         settings = request.get("settings", {})
+        if not isinstance(settings, dict) or not settings:
+            raise ConfigError(f"a set request names its settings as an object of key: value, got {settings!r}")
         refused = [k for k in settings if k not in allowed]
         if refused:
             raise ConfigError(f"{', '.join(refused)} cannot change in this run; settings that can: "
                               f"{', '.join(allowed)}")
         self.hp.copy().update(settings)  # typed and bounded by HParams: a bad value is refused before any change
+        record = read_run_record(self.output_dir)  # and a damaged hparams.json (hand-edited meanwhile) too
         before = {k: getattr(self.hp, k) for k in settings}
         agent_part = {k: v for k, v in settings.items() if k not in RUN_SETTINGS}
         was = self.agent.in_effect(list(agent_part))
@@ -282,7 +482,7 @@ class Controller:
             self.agent.change_settings(agent_part)
         now = self.agent.in_effect(list(agent_part))
         self.changes.update(settings)
-        record_change(self.output_dir, step, settings)
+        record_change(self.output_dir, step, settings, record)
         self.log(step, {f"control/{k}": float(v) for k, v in settings.items()})
         return f"control: at step {step}: " + ", ".join(
             _change_text(k, before[k], v, was.get(k, before[k]), now.get(k, v)) for k, v in settings.items())

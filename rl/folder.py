@@ -111,6 +111,19 @@ def check_writable_folder(path: Path, what: str) -> None:
                           f"writable, or copy the run folder elsewhere")
 
 
+def _flock_briefly(fd: int, tries: int = 5, pause_s: float = 0.01) -> None:
+    """An exclusive non-blocking flock, tried a few times over ~50 ms: `holder` (--control, rl.report) takes the
+    lock for an instant to probe it, which must not refuse a run starting at that moment."""
+    for attempt in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(pause_s)
+
+
 class FolderLock:
     """The exclusive lock on a run folder; `acquire` raises FolderBusy when another process holds it."""
 
@@ -138,7 +151,7 @@ class FolderLock:
                 raise ConfigError(f"cannot take the run folder {self.path}: {exc.strerror or exc} (it must be a "
                                   f"writable folder)") from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock_briefly(fd)
             except OSError as exc:
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
@@ -207,7 +220,9 @@ def read_record(path: Path) -> dict:
         if key in record and not isinstance(record[key], kind):
             raise ConfigError(f"{path}: {key!r} must be a {kind.__name__}, found a {type(record[key]).__name__}: "
                               f"fix or delete it, or use another --output_dir")
-    if not all(isinstance(entry, dict) for entry in record.get("control", [])):
-        raise ConfigError(f"{path}: 'control' must be a list of objects: fix or delete it, or use another "
-                          f"--output_dir")
+    entries = record.get("control", [])
+    if not all(isinstance(e, dict) and isinstance(e.get("settings", {}), dict)
+               and isinstance(e.get("overridden", []), list) for e in entries):
+        raise ConfigError(f"{path}: 'control' must be a list of objects with 'settings' an object and 'overridden' a "
+                          f"list: fix or delete it, or use another --output_dir")
     return record

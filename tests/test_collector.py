@@ -11,6 +11,8 @@ cart or the pole is out of bounds.
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ import hparams  # noqa: F401  (fills the hparams registry)
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.envs.episode_stats import EpisodeStats
+from rl.errors import RunStopped
 from rl.registry import hparams as sets
 
 N, STEPS, LIMIT = 3, 200, 15  # envs, vector steps, time limit (random CartPole episodes end both ways)
@@ -260,4 +263,79 @@ def test_next_step_autoreset_drops_the_reset_step(engine):
     assert np.array_equal(stats.lengths, running)
     for i in range(N):
         assert sum(finished[i]) + stats.lengths[i] + dropped[i] == STEPS
+    collector.close()
+
+
+# ---------------------------------------------------------------------------------------------------- env errors
+class Diverging(gym.Env):
+    """Raises at its `fail_at`-th step, with a message of two lines (as simulators' errors often are)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, fail_at: int = 5, render_mode=None):
+        self.fail_at, self.t = fail_at, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t >= self.fail_at:
+            raise ZeroDivisionError(f"contact solver diverged at step {self.t}\nstate: nan nan")
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+class CountingAgent(RandomAgent):
+    """A random agent that counts its env steps, as the agents do."""
+
+    def __init__(self, env_id: str):
+        super().__init__([])
+        self.hp = sets["ppo_cartpole"]()
+        self.hp.env = env_id
+        self.env_steps = 0
+
+    def observe(self, obs, *rest):
+        self.env_steps += len(obs)
+
+
+@pytest.mark.parametrize("vector_mode", ["sync", "async"])
+def test_an_env_whose_step_raises_stops_the_run_in_one_line(vector_mode):
+    """Bugs caught: the env's exception escaping as itself (a traceback out of train.py), its message's second line
+    kept, the original not chained (a debugger could not reach the env's frame), and AsyncVectorEnv logging the env
+    process's traceback as warnings on stderr around the one line."""
+    if "DivergingLine-v0" not in gym.registry:
+        gym.register("DivergingLine-v0", entry_point=Diverging, max_episode_steps=100)
+    env = make_env(cartpole_hp("DivergingLine-v0", vector_mode))
+    assert isinstance(env, gym.vector.AsyncVectorEnv if vector_mode == "async" else gym.vector.SyncVectorEnv)
+    agent = CountingAgent("DivergingLine-v0")
+    collector = Collector(env, agent, seed=0)
+    for _ in range(4):
+        collector.step()
+    with warnings.catch_warnings(record=True) as logged:
+        warnings.simplefilter("always")
+        with pytest.raises(RunStopped) as info:
+            collector.step()
+    assert [str(w.message) for w in logged] == []
+    assert str(info.value) == ("the env 'DivergingLine-v0' raised ZeroDivisionError: contact solver diverged at step "
+                               f"5 at agent step {4 * N}")
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    if vector_mode == "async":  # the env process's traceback stays with the exception, for a developer
+        note = "".join(getattr(info.value.__cause__, "__notes__", []))
+        assert "Traceback" in note and "in step" in note and "\x1b[" not in note, note
+    collector.close()
+
+
+def test_an_env_error_without_a_message_or_an_agent_counter_still_reads():
+    """The env's own type name when it gives no message, and no step where the agent keeps no count (a test's
+    agent). Bug caught: 'raised ValueError: ValueError', or an AttributeError raised instead of the env's error."""
+    class Silent(Diverging):
+        def step(self, action):
+            raise ValueError()
+
+    env = gym.vector.SyncVectorEnv([lambda: Silent()], autoreset_mode=AutoresetMode.SAME_STEP)
+    collector = Collector(env, RandomAgent([]), seed=0)
+    with pytest.raises(RunStopped, match=r"^the env 'Silent' raised ValueError$"):
+        collector.step()
     collector.close()

@@ -7,7 +7,8 @@ next-step autoreset otherwise) or `auto` (a same-step native env where there is 
 same-step autoreset).
 
 Each family is an `EnvFamily` (rl/envs/family.py) that checks its own ids; `resolve_env(hp)` picks the family and
-lets it check `hp.env`. The gym family accepts gymnasium's `module:EnvId` form (`mypackage.envs:MyEnv-v0`, as
+lets it check `hp.env`. `make_env` refuses an observation space that no model takes (rl/envs/spaces.py), whichever
+family made the env. The gym family accepts gymnasium's `module:EnvId` form (`mypackage.envs:MyEnv-v0`, as
 `gym.make` does): the module is imported, which registers `EnvId`, wherever the id is checked or an env is made, so
 worker processes that did not inherit the registration (spawned, Ray actors) import it too. `hp.env` keeps the
 module form, so the run's hparams.json resumes and evaluates the same way.
@@ -18,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import re
 import traceback
+import warnings
 from functools import partial
 
 import gymnasium as gym
@@ -31,6 +34,7 @@ from rl.envs import (
 )
 from rl.envs.cartpole_vector import SAME_STEP_NATIVE
 from rl.envs.family import EnvFamily, resolve_env  # noqa: F401  (resolve_env: the settings resolver's entry)
+from rl.envs.spaces import check_observation_space
 from rl.envs.time_feature import TimeFeature
 from rl.errors import ConfigError
 from rl.registry import envs
@@ -107,8 +111,34 @@ def make_gym_vec(env_id: str, num_envs: int, vector_mode: str = "sync", render_m
         return gym.make_vec(spec, num_envs, vectorization_mode="vector_entry_point", render_mode=render_mode,
                             **env_kwargs)
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
-    return gym.make_vec(env_id, num_envs, vectorization_mode=vector_mode, vector_kwargs=kwargs,
-                        wrappers=wrappers, render_mode=render_mode, **env_kwargs)
+    env = gym.make_vec(env_id, num_envs, vectorization_mode=vector_mode, vector_kwargs=kwargs,
+                       wrappers=wrappers, render_mode=render_mode, **env_kwargs)
+    return quiet_worker_errors(env) if vector_mode == "async" else env
+
+
+def quiet_worker_errors(env: gym.vector.VectorEnv) -> gym.vector.VectorEnv:
+    """gymnasium's AsyncVectorEnv logs an exception raised in one of its env processes as warnings (its traceback,
+    several lines on stderr) before raising it again here: they would spoil the one line that the run makes of an
+    env's error (rl/collector.py). The exception is raised the same, the logged lines kept as a note on it (shown in
+    its traceback, where a developer looks)."""
+    raise_if_errors = getattr(env, "_raise_if_errors", None)
+    if raise_if_errors is None:  # another gymnasium: its errors are its own
+        return env
+
+    def raise_quietly(successes) -> None:
+        successes = list(successes)
+        if all(successes):
+            return
+        with warnings.catch_warnings(record=True) as logged:
+            warnings.simplefilter("always")
+            try:
+                raise_if_errors(successes)
+            except Exception as exc:
+                exc.add_note(re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(str(w.message) for w in logged)))
+                raise
+
+    env._raise_if_errors = raise_quietly
+    return env
 
 
 @envs.register("gym")
@@ -129,10 +159,17 @@ class GymFamily(EnvFamily):
 
 
 def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, vector_mode: str | None = None):
-    """The vector env that the hparams describe (`env_type` picks the family, `env` the id)."""
+    """The vector env that the hparams describe (`env_type` picks the family, `env` the id); an observation space that
+    no model takes is a one-line ConfigError (rl/envs/spaces.py), here where every process makes its envs."""
     family = envs[hp.env_type]
-    return family.make(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode,
-                       vector_mode=vector_mode)
+    env = family.make(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode,
+                      vector_mode=vector_mode)
+    try:
+        check_observation_space(hp.env, env.single_observation_space)
+    except ConfigError:
+        env.close()
+        raise
+    return env
 
 
 def has_same_step_native(env_id: str) -> bool:

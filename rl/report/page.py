@@ -206,7 +206,8 @@ def runs_section(summary: dict) -> str:
     for r in summary["runs"]:
         ref = r["reference"]
         done = f"{steps(r['env_steps'])}" + (f" of {steps(r['train_steps'])}" if r["train_steps"] else "")
-        source = {"eval.json": "", "no evaluation yet": ""}.get(r["final_source"], " <span class=muted>(latest)</span>")
+        source = {"eval.json": "", "final evaluation in progress.csv": "", "no evaluation yet": ""}.get(
+            r["final_source"], " <span class=muted>(latest)</span>")
         rows.append([esc(r["name"]), shown(summary, r["line"]), esc(r["seed"]), esc(r["status"]), done,
                      fmt(r["wall_time_s"]), fmt(r["final_score"]) + source,
                      f"{fmt(r['best_score'])}" + (f" <span class=muted>at {steps(r['best_step'])}</span>"
@@ -218,8 +219,10 @@ def runs_section(summary: dict) -> str:
     header = ["run", "line", "seed", "status", "agent steps", "wall time (s)", "final score", "best score",
               "reference", "final reached", "best reached"] + (["human-normalised final"] if atari else []) + (
               ["--control changes"] if controlled else [])
-    return ("<h2>Runs</h2><p>Final score: eval.json's, or, marked <i>latest</i>, the latest periodic evaluation of "
-            "a run that has not finished. Best: the best evaluation, periodic or final. The same table as CSV: "
+    return ("<h2>Runs</h2><p>Final score: the evaluation at the end of training (eval.json's; progress.csv's where "
+            "an evaluation run replaced eval.json), or, marked <i>latest</i>, the latest evaluation of a run that has "
+            "not finished (an eval.json left by an earlier sitting of a resumed run is not its end). Best: the best "
+            "evaluation, periodic or final. The same table as CSV: "
             "<a href=\"runs.csv\">runs.csv</a>.</p>"
             + table(header, rows, {4, 5, 6, 7, 8}, nowrap={0, 3}))
 

@@ -4,6 +4,12 @@ A run folder holds `hparams.json` (the set, the resolved settings, the flags), `
 interval; a new column rewrites the header; evaluation columns are blank on rows without an evaluation) and, once
 training finished, `eval.json`. Folders are read as they are found, in the middle of a run or after a crash, so
 everything here tolerates a half-written file and says what it skipped in the run's `notes` instead of failing.
+
+An eval.json ends a run only when it is that run's last word: written at the end of training (or where a search
+stopped it early) at the step of the last row logged (its own evaluation's), and, for the end of training, at or past
+its budget. One of
+an earlier sitting (the run was resumed and stopped again before its end) is stale, and one of an evaluation run
+(`--training False`) evaluated a checkpoint: neither makes a run finished nor gives its final score.
 """
 
 from __future__ import annotations
@@ -25,6 +31,14 @@ from rl.report.scores import atari_game
 
 SKIP_DIRS = {"checkpoints", "videos", "report", "__pycache__"}  # never runs: not worth walking into
 TRAIN_SCORE_COLUMNS = ("game_score_mean", "episode_return_mean")  # Atari's whole-game score first, when logged
+ENDING_MODES = ("final_training_evaluation", "stopped_early")  # the eval.json modes that end a run
+
+
+def _number(value) -> float | None:
+    """A finite number from a JSON record, None for anything else (null: a NaN written as strict JSON)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        return None
+    return float(value)
 
 
 def natural_key(text: str) -> list:
@@ -65,7 +79,7 @@ class Run:
     hparams_set: str
     hparams: dict
     columns: dict[str, np.ndarray]  # progress.csv as float columns (NaN where blank), wall time made cumulative
-    final: dict | None  # eval.json, when training finished (or an evaluation run wrote it)
+    final: dict | None  # eval.json as found; `ending` says whether it ends this run
     notes: list[str] = field(default_factory=list)
     control: list[dict] = field(default_factory=list)  # --control's changes: hparams.json's {"step", "settings"}
 
@@ -95,9 +109,51 @@ class Run:
         wall = self.columns.get("wall_time_s")
         return float(wall[-1]) if wall is not None and len(wall) else None
 
+    def final_problem(self) -> str | None:
+        """Why eval.json does not end this run (None when it does, or when there is none)."""
+        final = self.final
+        if final is None:
+            return None
+        mode = final.get("mode")
+        if mode == "test":
+            return "eval.json is from an evaluation run (--training False), not the end of training"
+        if mode not in ENDING_MODES:
+            return f"eval.json has mode {mode!r}, which is not how train.py ends a run"
+        step = _number(final.get("env_steps"))
+        if step is None:
+            return "eval.json gives no env_steps: the step it was written at is unknown"
+        if step < self.last_step:
+            return (f"eval.json is from step {step:.0f}, before the run's last logged step {self.last_step} (stale: "
+                    f"the run was resumed)")
+        if step > self.last_step and len(self.columns.get("env_steps", ())):  # its own row comes before it
+            return (f"eval.json is from step {step:.0f}, past the run's last logged step {self.last_step} (stale: the "
+                    f"run was resumed from an earlier checkpoint)")
+        budget = _number(self.train_steps)
+        if mode == "final_training_evaluation" and budget is not None and step < budget:
+            return (f"eval.json is from step {step:.0f}, before the run's budget of {budget:.0f} steps (stale: the "
+                    f"run was resumed with a larger train_steps)")
+        return None
+
+    @property
+    def ending(self) -> dict | None:
+        """eval.json where it ends this run (its final evaluation, or where a search stopped it early)."""
+        return self.final if self.final is not None and self.final_problem() is None else None
+
+    @property
+    def trained_then_evaluated(self) -> bool:
+        """An evaluation run's eval.json replaced the one the end of training wrote: progress.csv still holds that
+        final evaluation (the only one logged at or past the budget)."""
+        budget = _number(self.train_steps)
+        if (self.final or {}).get("mode") != "test" or budget is None:
+            return False
+        steps, _ = self.evaluations
+        return bool(len(steps)) and steps[-1] >= budget
+
     @property
     def finished(self) -> bool:
-        return self.final is not None
+        """Whether the run has ended (trained to its budget and evaluated, or stopped early by a search): its
+        numbers are final."""
+        return self.ending is not None or self.trained_then_evaluated
 
     @property
     def train_score_column(self) -> str | None:
@@ -123,12 +179,16 @@ class Run:
         return self.curve("eval")
 
     def final_score(self) -> tuple[float | None, int | None, str]:
-        """(score, at step, where from): eval.json's mean return, else the last periodic evaluation."""
-        if self.final is not None and self.final.get("mean_return") is not None:
-            return float(self.final["mean_return"]), self.final.get("env_steps"), "eval.json"
+        """(score, at step, where from): the mean return of the eval.json that ends the run, else the last
+        evaluation in progress.csv (a stale eval.json, or an evaluation run's, is not the run's final score)."""
+        ending = self.ending or {}
+        if _number(ending.get("mean_return")) is not None:
+            return _number(ending["mean_return"]), int(_number(ending["env_steps"])), "eval.json"
         steps, values = self.evaluations
         if len(values):
-            return float(values[-1]), int(steps[-1]), "last evaluation in progress.csv"
+            where = ("final evaluation in progress.csv" if self.trained_then_evaluated
+                     else "last evaluation in progress.csv")
+            return float(values[-1]), int(steps[-1]), where
         return None, None, "no evaluation yet"
 
     def score_at(self, step: float) -> tuple[float | None, int | None]:
@@ -157,16 +217,18 @@ class Run:
         final, step, _ = self.final_score()
         if final is not None:
             candidates.append((final, step))
-        best = (self.final or {}).get("best") or {}
-        if best.get("mean_return") is not None:
-            candidates.append((float(best["mean_return"]), best.get("step")))
+        best = (self.final or {}).get("best")  # best.pt's evaluation: one that happened, whichever sitting kept it
+        if isinstance(best, dict) and _number(best.get("mean_return")) is not None:
+            candidates.append((_number(best["mean_return"]), best.get("step")))
         if not candidates:
             return None, None
         return max(candidates, key=lambda c: c[0])
 
     def status(self) -> str:
-        if self.final is not None:
-            return "stopped early" if self.final.get("mode") == "stopped_early" else "finished"
+        if self.ending is not None:
+            return "stopped early" if self.ending.get("mode") == "stopped_early" else "finished"
+        if self.trained_then_evaluated:
+            return "finished"
         if not len(self.columns.get("env_steps", ())):
             return "not started"
         return "unfinished"
@@ -245,17 +307,20 @@ def read_run(folder: Path, name: str) -> Run:
     run = Run(folder, name, str(record.get("hparams_set") or "unknown set"), hparams, columns, final, notes, control)
     if not (folder / "progress.csv").is_file():
         notes.append("no progress.csv yet: nothing logged")
-    if final is None and len(columns.get("env_steps", ())):
+    problem = run.final_problem()
+    if problem is not None:
+        notes.append(problem + ("; training finished: its final evaluation is progress.csv's last"
+                                if run.trained_then_evaluated else ""))
+    if not run.finished and len(columns.get("env_steps", ())):
         age = time.time() - (folder / "progress.csv").stat().st_mtime
         target = f" of {run.train_steps}" if run.train_steps else ""
-        notes.append(f"unfinished: no eval.json; at step {run.last_step}{target}, progress.csv last written "
+        why = "no eval.json" if final is None else "no eval.json of its end"
+        notes.append(f"unfinished: {why}; at step {run.last_step}{target}, progress.csv last written "
                      f"{_age(age)} ago (in progress, or stopped)")
-    if final is not None and final.get("mode") == "test":
-        notes.append("eval.json is from an evaluation run (--training False), not the end of training")
-    if not len(run.evaluations[0]) and final is None:
+    if not len(run.evaluations[0]) and run.ending is None:
         notes.append("no evaluation yet: only training scores")
     if atari_game(run.env):  # elsewhere (a robot that stays up) the time limit is how a good episode ends
-        notes.extend(_time_limited(columns, final))
+        notes.extend(_time_limited(columns, run.ending))
     return run
 
 

@@ -3,6 +3,9 @@ one ConfigError line); `resolve_env` knows nothing else, so a new family needs n
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import gymnasium as gym
 import pytest
 
 from rl.envs import EnvFamily, make_env, resolve_env
@@ -26,8 +29,8 @@ def toy_family():
                 raise ConfigError(f"the toy family has one id, Toy-v0, not {hp.env!r}")
 
         @classmethod
-        def make(cls, hp, num_envs, render_mode=None, vector_mode=None):
-            return ("toy", hp.env, num_envs)
+        def make(cls, hp, num_envs, render_mode=None, vector_mode=None):  # what make_env reads of a vector env
+            return SimpleNamespace(made=("toy", hp.env, num_envs), single_observation_space=gym.spaces.Box(0, 1, (3,)))
 
     envs.register("toy")(ToyFamily)
     yield ToyFamily
@@ -68,7 +71,7 @@ def test_a_new_family_plugs_in_without_touching_the_resolver(toy_family):
     hp.env = "Toy-v0"
     resolve_env(hp)  # claimed by the toy family, checked by it
     assert hp.env_type == "toy"
-    assert make_env(hp, num_envs=3) == ("toy", "Toy-v0", 3)
+    assert make_env(hp, num_envs=3).made == ("toy", "Toy-v0", 3)
     hp.env = "Toy-v9"
     with pytest.raises(ConfigError, match="one id, Toy-v0"):
         resolve_env(hp)

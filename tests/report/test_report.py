@@ -615,7 +615,8 @@ def write_progress(folder: Path, rows: list[tuple[int, float | str]]) -> None:
 def test_a_run_is_finished_only_by_the_eval_json_of_its_end(tmp_path):
     """Each folder is a run of 20,000 steps. `past`: finished once with 5,000 steps (eval.json at 5,000), resumed
     with 20,000 and stopped at 9,000. `rewound`: finished at 20,000, then resumed from its 6,000 checkpoint and
-    stopped at 9,000. Both are unfinished, say why, and score their last evaluation, not the stale eval.json's.
+    stopped at 9,000. `raised`: finished at 9,000, its budget raised to 20,000 at a resume stopped before its first
+    row. All three are unfinished, say why, and score their last evaluation, not the stale eval.json's.
     `evaluated`: an evaluation run (--training False) replaced eval.json: finished, scored by progress.csv's final
     evaluation; `tested`: the same at 9,000 of 20,000, unfinished. `nan`: a finished run whose final evaluation was
     written as null (strict JSON's NaN): finished, no score from it. `done`: a proper end."""
@@ -629,23 +630,25 @@ def test_a_run_is_finished_only_by_the_eval_json_of_its_end(tmp_path):
     run("past", [(2500, 1.0), (5000, 50.0), (5000, 50.0), (9000, 9.0)], {"mean_return": 50.0, "env_steps": 5000})
     run("rewound", [(6000, 6.0), (20_000, 200.0), (6000, 6.0), (9000, 9.0)],
         {"mean_return": 200.0, "env_steps": 20_000})
+    run("raised", [(4500, 1.0), (9000, 9.0)], {"mean_return": 90.0, "env_steps": 9000})
     run("evaluated", [(10_000, 1.0), (20_000, 20.0)], {"mode": "test", "mean_return": 99.0, "env_steps": 20_000})
     run("tested", [(9000, 9.0)], {"mode": "test", "mean_return": 99.0, "env_steps": 9000})
     run("nan", [(10_000, 1.0), (20_000, 7.0)], {"mean_return": None, "env_steps": 20_000})
     run("done", [(10_000, 1.0), (20_000, 20.0)], {"mean_return": 21.0, "env_steps": 20_000})
     runs = {r.path.name: r for r in read_runs([tmp_path])[0]}
     status = {name: r.status() for name, r in runs.items()}
-    assert status == {"past": "unfinished", "rewound": "unfinished", "evaluated": "finished", "tested": "unfinished",
-                      "nan": "finished", "done": "finished"}
+    assert status == {"past": "unfinished", "rewound": "unfinished", "raised": "unfinished", "evaluated": "finished",
+                      "tested": "unfinished", "nan": "finished", "done": "finished"}
     scores = {name: r.final_score() for name, r in runs.items()}
     assert scores["past"] == (9.0, 9000, "last evaluation in progress.csv")
-    assert scores["rewound"] == (9.0, 9000, "last evaluation in progress.csv")
+    assert scores["rewound"] == scores["raised"] == (9.0, 9000, "last evaluation in progress.csv")
     assert scores["evaluated"] == (20.0, 20_000, "final evaluation in progress.csv")
     assert scores["tested"] == (9.0, 9000, "last evaluation in progress.csv")
     assert scores["nan"][:2] == (7.0, 20_000) and scores["done"] == (21.0, 20_000, "eval.json")
     assert "eval.json is from step 5000, before the run's last logged step 9000 (stale: the run was resumed)" in \
         runs["past"].notes
     assert any("eval.json is from step 20000, past the run's last logged step 9000" in n for n in runs["rewound"].notes)
+    assert any("before the run's budget of 20000 steps" in n for n in runs["raised"].notes)
     assert runs["past"].best_score() == (50.0, 5000)  # its evaluations happened, whichever sitting made them
     summary, _, _ = compute(list(runs.values()), reps=50)
     rows = {Path(r["name"]).name: r for r in summary["runs"]}

@@ -21,8 +21,8 @@ been in flight for more than `worker_timeout` seconds since its actor was up is 
 actor (with a seed of its own). An actor not placed yet (no node has its resources free: an autoscaling cluster adds
 one) is not hung: its clock starts when Ray has placed and built it (its `__ray_ready__` returns), and a worker that
 waits longer than `worker_timeout` for a node is said once. Restarts are made here, so the restart count and the
-ranks whose episodes were cut are the learner's to see, as with the shared-memory transport; three failures in a
-row without a shipment end the run with the worker's error in one line. `close()` kills every actor and disconnects
+ranks whose episodes were cut are the learner's to see, as with the shared-memory transport, and a worker that keeps
+failing ends the run with its error in one line (faults.py says when). `close()` kills every actor and disconnects
 this driver; a cluster it joined keeps running.
 
 Collection workers declare `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources`; DPPO's gradient ranks
@@ -73,6 +73,8 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
         exc = cause
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    if isinstance(exc, ConfigError) and text.strip():  # one line already (an env that raised: rl/collector.py)
+        return text.strip().splitlines()[0][:300]
     if not isinstance(exc, ray.exceptions.RayError):
         line = f"{type(exc).__name__}: {text}".splitlines()[0] if text else type(exc).__name__
         return line[:300]
@@ -175,7 +177,8 @@ class Handle:
         self.issued = 0.0  # monotonic time the oldest call in flight could start
         self.restarts = 0
         self.failures = 0  # consecutive failures without a shipment in between
-        self.last_error = ""
+        self.raised = 0  # consecutive failures in which its call raised, shipments or not
+        self.last_error = ""  # the error of the failure being handled
         self.ready = None  # the actor's __ray_ready__ call: done once Ray has placed and built it
         self.placed = False
         self.waiting_said = False
@@ -363,7 +366,7 @@ class RayTransport(FaultBook):
         h.actor = self.actor_class.options(name=None).remote(spec, self.make_worker, self.make_buffer)
         h.ready, h.placed, h.waiting_said = h.actor.__ray_ready__.remote(), False, False
 
-    def _restart(self, h: Handle, why: str) -> None:
+    def _restart(self, h: Handle, why: str, raised: bool = False) -> None:
         import ray
 
         try:
@@ -371,7 +374,7 @@ class RayTransport(FaultBook):
         except Exception:  # noqa: BLE001 - already gone
             pass
         h.calls.clear()
-        self.count_failure(h, why)
+        self.count_failure(h, why, raised)
         self._start(h)
         self._fill_up(h)  # a fresh worker acts with the newest weights at once (as a restarted process does)
 
@@ -400,11 +403,11 @@ class RayTransport(FaultBook):
                 h.last_error = one_line(exc)
                 died = isinstance(exc, ray.exceptions.RayActorError)
                 print(f"worker {h.spec.rank}: {h.last_error}", flush=True)
-                self._restart(h, "died" if died else "failed")
+                self._restart(h, "died" if died else "failed", raised=not died)
                 continue
             h.calls.popleft()
             h.issued = time.monotonic()  # the next call in flight starts now
-            h.failures = 0
+            self.count_shipment(h)
             self.pending.append(shipment)
             if not self.sync:
                 self._fill_up(h)

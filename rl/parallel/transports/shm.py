@@ -6,8 +6,8 @@ shipment records travel through the pipes. Weights are published behind a seqloc
 learner wrote reads again. Each worker has two slots (it fills one while the learner reads the other).
 
 A worker that dies is restarted; one whose heartbeat (a monotonic clock, written at every env step) is older than
-`worker_timeout` is killed and restarted; three failures in a row without a shipment end the run with the worker's
-error in one line. Workers ignore Ctrl-C (the terminal sends it to the whole group: the learner stops them), die
+`worker_timeout` is killed and restarted; a worker that keeps failing ends the run with its error in one line
+(faults.py says when). Workers ignore Ctrl-C (the terminal sends it to the whole group: the learner stops them), die
 with the learner (PR_SET_PDEATHSIG), and are reaped by `close()`, which also runs at the learner's exit if nothing
 called it (the workers are not daemons, since a worker may start processes of its own, and multiprocessing would
 otherwise wait at exit for workers that wait for the learner: a run that raised before its loop never ended).
@@ -26,6 +26,7 @@ from multiprocessing.connection import wait
 
 import torch
 
+from rl.errors import ConfigError, first_line
 from rl.parallel.buffers import share
 from rl.parallel.processes import die_with_parent, settle_worker
 from rl.parallel.transports.faults import FaultBook
@@ -116,6 +117,14 @@ def serve(spec, make_worker, channel: Channel, sync: bool) -> None:
         worker.close()
 
 
+def error_line(exc: BaseException) -> str:
+    """A worker's error in one line: the message of a one-line error (an env that raised: rl/collector.py), else the
+    exception's type and first line."""
+    if isinstance(exc, ConfigError):
+        return first_line(exc, 300)
+    return f"{type(exc).__name__}: {first_line(exc, 300)}" if str(exc).strip() else type(exc).__name__
+
+
 def _process_main(spec, make_worker, channel: Channel, sync: bool) -> None:
     """One thread for torch and BLAS, Ctrl-C left to the learner, errors reported in one line."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -127,7 +136,7 @@ def _process_main(spec, make_worker, channel: Channel, sync: bool) -> None:
     except Stopped:
         pass
     except BaseException as exc:  # noqa: BLE001 - whatever it was, the learner hears it in one line
-        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300] if str(exc) else type(exc).__name__
+        line = error_line(exc)
         try:
             channel.conn.send(("error", line, traceback.format_exc()[-2000:]))
         except (OSError, ValueError):
@@ -145,7 +154,8 @@ class Handle:
         self.process = self.conn = None
         self.restarts = 0
         self.failures = 0  # consecutive failures without a shipment in between
-        self.last_error = ""
+        self.raised = 0  # consecutive failures in which it reported an error, shipments or not
+        self.last_error = ""  # the error it reported for the failure being handled
         self.held: set[int] = set()  # its slots the learner is reading: a restarted process gets them on release
 
 
@@ -196,9 +206,25 @@ class ShmTransport(FaultBook):
         if h.process.is_alive():
             h.process.kill()
         h.process.join()
+        self._read_error(h)  # one it sent just before it exited, not read yet
         h.conn.close()
-        self.count_failure(h, why)
+        self.count_failure(h, why, raised=bool(h.last_error))
         self._start(h)
+
+    def _heard(self, h: Handle, message: tuple) -> None:
+        """A worker's ("error", line, traceback): said at once, kept for its failure's count."""
+        h.last_error = message[1]
+        print(f"worker {h.spec.rank}: {message[1]}", flush=True)
+
+    def _read_error(self, h: Handle) -> None:
+        """The error message left in a dead worker's pipe (its shipments there are dropped with it)."""
+        try:
+            while h.conn.poll():
+                message = h.conn.recv()
+                if isinstance(message, tuple) and message[0] == "error":
+                    self._heard(h, message)
+        except (EOFError, OSError):
+            pass
 
     def _check_health(self) -> None:
         now = time.monotonic()
@@ -217,10 +243,9 @@ class ShmTransport(FaultBook):
                 while conn.poll():
                     message = conn.recv()
                     if isinstance(message, tuple) and message[0] == "error":
-                        h.last_error = message[1]
-                        print(f"worker {h.spec.rank}: {message[1]}", flush=True)
+                        self._heard(h, message)
                         continue
-                    h.failures = 0
+                    self.count_shipment(h)
                     message.data = self.slots[message.slot]
                     self.pending.append(message)
             except (EOFError, OSError):  # it died: the health check restarts it
