@@ -1,6 +1,18 @@
 """`base()`: every setting that all agents share, with one line of help each. Families extend it."""
 
-from rl.hparams import PROBABILITY, HParams, above, at_least, between, each, either, one_of
+from rl.agents.base import DEVICE_NAMES, is_device_name
+from rl.hparams import PROBABILITY, HParams, above, at_least, between, each, either, one_of, where
+
+# Upper bounds on what would hang or wreck a run rather than run it: an evaluation of 10^30 episodes never ends, a
+# learning rate above 1 throws the weights to inf in a few steps, and ints travel to numpy, torch and ale-py as fixed
+# width integers. Each is far beyond any set's value.
+MOST_EPISODES = 10_000  # an evaluation or test of this many games is already hours on Atari
+MOST_STEPS = 10**12  # env steps in a run: a million times 1M, a year of Atari at 30k steps/s
+MOST_INTERVAL = 10**10  # env steps between evaluations, checkpoints or log rows; minutes between checkpoints
+# seeds: the run's, plus offsets (evaluation + 10_000 + episode, test + 20_000, rank x 7919, worker 1000 x (rank + 1)
+# and 100_003 x restarts, copy i), must stay below 2^31, the largest seed ale-py's vector env takes
+MOST_SEED = 2**30 - 1
+LEARNING_RATE = between(0, 1, low_open=True)
 
 
 def base() -> HParams:
@@ -40,28 +52,30 @@ def base() -> HParams:
     d("env_threads", 0, "atari: C++ threads stepping the envs (0: one per core, at most num_envs)", bound=at_least(0))
     # run length, evaluation, checkpoints
     d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)",
-      bound=at_least(1))
-    d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)", bound=at_least(0))
+      bound=between(1, MOST_STEPS))
+    d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)",
+      bound=between(0, MOST_SEED))
     d("eval_interval", 10_000, "environment steps between periodic greedy evaluations (0: only at the end)",
-      bound=at_least(0))
-    d("eval_episodes", 10, "episodes per periodic evaluation (--eval_episodes overrides)", bound=at_least(1))
+      bound=between(0, MOST_INTERVAL))
+    d("eval_episodes", 10, "episodes per periodic evaluation (--eval_episodes overrides)",
+      bound=between(1, MOST_EPISODES))
     d("eval_deterministic", True, "evaluate with the greedy policy (False: the training policy, e.g. sampled "
       "actions or the final epsilon, as Atari evaluations usually do)")
     d("test_episodes", 100, "episodes in evaluation mode, --training False (--test_episodes overrides)",
-      bound=at_least(1))
-    d("checkpoint_interval", 10_000, "environment steps between checkpoints", bound=at_least(0))
+      bound=between(1, MOST_EPISODES))
+    d("checkpoint_interval", 10_000, "environment steps between checkpoints (0: by checkpoint_minutes and at the end)",
+      bound=between(0, MOST_INTERVAL))
     d("checkpoint_minutes", 30.0, "also checkpoint once this many minutes of wall time have passed since the last "
       "checkpoint: the most a stop without warning (SIGKILL, the OOM killer, a lost node) can cost (0: steps alone)",
-      bound=at_least(0))
+      bound=between(0, MOST_INTERVAL))
     d("keep_checkpoints", 3, "how many recent checkpoints to keep", bound=at_least(1))
     d("checkpoint_memory", True, "include the replay memory in checkpoints so a resumed run samples the same data")
     d("log_interval", 1_000, "environment steps between log rows (TensorBoard, progress.csv, console)",
-      bound=at_least(1))
+      bound=between(1, MOST_INTERVAL))
     # optimisation
-    d("lr", 3e-4, "learning rate", bound=above(0))
+    d("lr", 3e-4, "learning rate", bound=LEARNING_RATE)
     d("adam_eps", 1e-8, "Adam's epsilon", bound=above(0))
     d("gamma", 0.99, "discount factor", bound=between(0, 1))
-    d("batch_size", 64, "minibatch size", bound=at_least(0))
     d("max_grad_norm", 10.0, "gradient clipping by global norm (0: off)", bound=at_least(0))
     d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers", bound=each(at_least(1)))
     d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu",
@@ -69,7 +83,8 @@ def base() -> HParams:
     d("fixup_init", False, "impala_cnn: Fixup initialisation of the residual blocks (Zhang et al. 2019)")
     d("channels_last", False, "convolutional torsos: channels-last memory format (faster on some CPUs and GPUs)")
     # system
-    d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)")
+    d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)",
+      bound=where(is_device_name, DEVICE_NAMES))
     d("precision", "fp32", "fp32, or bf16: on-policy agents run forward passes under bfloat16 autocast (weights, "
       "gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 elsewhere)",
       bound=one_of("fp32", "bf16"))
@@ -115,6 +130,8 @@ def base() -> HParams:
 def off_policy(hp: HParams) -> HParams:
     """Add the settings every off-policy agent (dqn, ddpg, td3, sac) shares: its memory and update schedule."""
     d = hp.define
+    d("batch_size", 64, "minibatch size: transitions sampled from the memory for each gradient step",
+      bound=at_least(1))
     d("buffer_size", 1_000_000, "replay memory capacity in transitions", bound=at_least(1))
     d("learning_starts", 50_000, "environment steps of pure collection before the first update", bound=at_least(0))
     d("train_freq", 4, "environment steps between training phases", bound=at_least(1))

@@ -11,7 +11,7 @@ and the sets learn with it (docs/algorithms.md, continuous control).
 """
 
 from hparams.base import base, off_policy
-from rl.hparams import FINITE, HParams, above, at_least, either, one_of
+from rl.hparams import FINITE, HParams, above, at_least, between, either, one_of
 from rl.registry import hparams
 
 
@@ -20,7 +20,7 @@ def actor_critic() -> HParams:
     hp = off_policy(base())
     d = hp.define
     d("critic", "twin_q", "models registry key of the critics: q_critic (one) or twin_q (clipped double Q)")
-    d("lr_actor", 0.0, "actor learning rate (0: lr, which is the critics' learning rate)", bound=at_least(0))
+    d("lr_actor", 0.0, "actor learning rate (0: lr, which is the critics' learning rate)", bound=between(0, 1))
     d("update_every", 0, "PyTorchRL's name for train_freq: env steps between training phases (0: use train_freq)",
       bound=at_least(0))
     d("num_updates", 0, "PyTorchRL's name for gradient_steps: gradient steps per phase (0: use gradient_steps)",
@@ -90,7 +90,7 @@ def sac() -> HParams:
       "SB3's default)", bound=either(one_of(-1), at_least(1)))
     d("tune_alpha", True, "learn alpha towards the target entropy (false: alpha stays initial_alpha)")
     d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))", bound=FINITE)
-    d("lr_alpha", 0.0, "temperature learning rate (0: lr)", bound=at_least(0))
+    d("lr_alpha", 0.0, "temperature learning rate (0: lr)", bound=between(0, 1))
     hp.lr = 3e-4
     hp.hidden_sizes = [256, 256]
     return hp

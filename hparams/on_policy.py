@@ -17,6 +17,8 @@ def on_policy() -> HParams:
     hp = base()
     hp.model, hp.memory, hp.act_select, hp.torso = "actor_critic", "rollout", "categorical", "mlp"
     d = hp.define
+    d("batch_size", 64, "minibatch size in transitions (0: the whole rollout; a recurrent minibatch holds "
+      "batch_size // num_steps env sequences)", bound=at_least(0))
     d("num_steps", 2048, "rollout length per env: an update learns from num_steps x num_envs transitions",
       bound=at_least(1))
     d("gae_lambda", 0.95, "GAE lambda: 1 gives Monte Carlo returns, 0 one-step TD advantages", bound=between(0, 1))
@@ -71,7 +73,7 @@ def on_policy() -> HParams:
     d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
       "10 x batch_rollouts) sequences", bound=between(0, 1))
     d("lr_end_value", 0.0, "impala with lr_decay: the rate decays polynomially (power lr_decay_power) to this over "
-      "lr_scheduler_steps batches", bound=at_least(0))
+      "lr_scheduler_steps batches", bound=between(0, 1))
     d("lr_decay_power", 1.0, "impala with lr_decay: the power of the polynomial decay, lr_end_value + (lr - "
       "lr_end_value) (1 - batches / lr_scheduler_steps)^power (seed B: 2)", bound=above(0))
     d("lr_scheduler_steps", 10000, "impala: batches over which lr decays (lr_decay) and elite sampling's lambda "

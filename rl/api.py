@@ -83,8 +83,7 @@ def load(output_dir: str | Path, checkpoint: str = "latest"):
     import hparams as _sets  # noqa: F401  (registers the sets)
     from rl.checkpoint import load_checkpoint, restore_checked
     from rl.envs import make_env
-    from rl.folder import read_record
-    from rl.hparams import MACHINE_SETTINGS
+    from rl.hparams import MACHINE_SETTINGS, read_record
     from rl.registry import hparams as sets
     from rl.run import Run
     from rl.trainer import build_agent, configure_torch, seed_everything

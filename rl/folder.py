@@ -197,32 +197,3 @@ class FolderLock:
     def __exit__(self, *exc) -> None:
         self.release()
 
-
-RECORD_SHAPE = {"hparams_set": str, "hparams": dict, "flags": dict, "control": list}
-
-
-def read_record(path: Path) -> dict:
-    """A run's hparams.json, checked for the shape train.py writes (a hand-edited one of another shape is one
-    ConfigError line naming the file, never a traceback further on)."""
-    try:
-        record = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path} is not valid JSON ({str(exc).splitlines()[0]}): fix or delete it, or use another "
-                          f"--output_dir") from None
-    if not isinstance(record, dict):
-        raise ConfigError(f"{path} holds a {type(record).__name__}, not the object train.py writes ({{\"hparams_set\","
-                          f" \"hparams\", \"flags\"}}): fix or delete it, or use another --output_dir")
-    for key, kind in RECORD_SHAPE.items():
-        if key in ("hparams_set", "hparams") and key not in record:
-            raise ConfigError(f"{path} has no {key!r}: fix or delete it, or use another --output_dir")
-        if key in record and not isinstance(record[key], kind):
-            raise ConfigError(f"{path}: {key!r} must be a {kind.__name__}, found a {type(record[key]).__name__}: "
-                              f"fix or delete it, or use another --output_dir")
-    entries = record.get("control", [])
-    if not all(isinstance(e, dict) and isinstance(e.get("settings", {}), dict)
-               and isinstance(e.get("overridden", []), list) for e in entries):
-        raise ConfigError(f"{path}: 'control' must be a list of objects with 'settings' an object and 'overridden' a "
-                          f"list: fix or delete it, or use another --output_dir")
-    return record

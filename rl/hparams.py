@@ -7,8 +7,11 @@ lie within the setting's bound, if `define` gave one (`bound=above(0)`, `between
 `either(...)`, `where(...)`; all of them pickle, since settings travel to worker processes).
 Every way a value arrives (a set, `--hparam_override`, `--control`, a resumed hparams.json, a search's choice) passes
 that one check, which refuses in one line naming the setting, the value and the bound.
-Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value.
-`resolve_hparams` builds a run's settings from the CLI's arguments (set, saved run, overrides, flags).
+Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value; an int takes
+whole-number text only (`1000000` or `1_000_000`; `1e6` is refused, naming the number to write), and every int fits
+in 64 bits, as numpy and torch take it.
+`resolve_hparams` builds a run's settings from the CLI's arguments (set, saved run, overrides, flags); `read_record`
+reads a run's hparams.json, refusing one of another structure in one line.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,23 @@ SCALARS = (bool, int, float, str)
 
 def _type_name(t: type) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str", list: "list"}[t]
+
+
+def _a(t: type) -> str:
+    """The type's name with its article: "an int", "a float"."""
+    name = _type_name(t)
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+INT64 = 2**63  # ints travel to numpy and torch as 64-bit integers: a setting's int lies in [-INT64, INT64)
+
+
+def _number(x: float) -> str:
+    """A bound's end as the user would type it: whole numbers in full (1_000_000_000, which an int setting parses;
+    never 1e+09, which it refuses), others as %g."""
+    if float(x).is_integer() and abs(x) < 1e18:
+        return f"{int(x):_}" if abs(x) >= 10_000 else str(int(x))
+    return f"{x:g}"
 
 
 # ---------------------------------------------------------------------------------------------------- bounds
@@ -52,10 +73,11 @@ class Range:
         if self.low is None and self.high is None:
             return "a finite number"
         if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
+            return f"{'>' if self.low_open else '>='} {_number(self.low)}"
         if self.low is None:
-            return f"{'<' if self.high_open else '<='} {self.high:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            return f"{'<' if self.high_open else '<='} {_number(self.high)}"
+        return (f"in {'(' if self.low_open else '['}{_number(self.low)}, {_number(self.high)}"
+                f"{')' if self.high_open else ']'}")
 
 
 @dataclass(frozen=True)
@@ -197,12 +219,13 @@ class HParams:
         if kind is list and ok:
             value = [self._check_elem(name, v, elem) for v in value]
         if not ok:
-            raise ConfigError(
-                f"setting {name!r} must be a {_type_name(kind)}, got {value!r} ({type(value).__name__})"
-            )
+            raise ConfigError(f"setting {name!r} must be {_a(kind)}, got {value!r} ({type(value).__name__})")
         bound = self._bounds.get(name)
         if bound is not None and not bound.holds(value):
             raise ConfigError(f"setting {name!r} must be {bound}, got {value!r}")
+        if kind is int and not -INT64 <= value < INT64:
+            raise ConfigError(f"setting {name!r} must fit in 64 bits, as numpy and torch take it: in "
+                              f"[-2**63, 2**63), got {value!r}")
         return value
 
     def _check_elem(self, name: str, v: Any, elem: type) -> Any:
@@ -210,6 +233,9 @@ class HParams:
             return float(v)
         if not isinstance(v, elem) or (elem is int and isinstance(v, bool)):
             raise ConfigError(f"setting {name!r} holds {_type_name(elem)} items, got {v!r}")
+        if elem is int and not -INT64 <= v < INT64:
+            raise ConfigError(f"setting {name!r} holds 64-bit int items, as numpy and torch take them: in "
+                              f"[-2**63, 2**63), got {v!r}")
         return v
 
     # ------------------------------------------------------------------ overrides
@@ -297,10 +323,7 @@ def parse_value(key: str, raw: str, kind: type, elem: type | None = None) -> Any
                 return False
             raise ValueError
         if kind is int:
-            number = float(raw) if any(c in raw for c in ".eE") else int(raw)
-            if number != int(number):
-                raise ValueError
-            return int(number)
+            return int(raw)  # digits only ("1_000_000" too): float text such as 1e30 is refused below
         if kind is float:
             return float(raw)
         if kind is str:
@@ -312,8 +335,20 @@ def parse_value(key: str, raw: str, kind: type, elem: type | None = None) -> Any
             return [parse_value(key, item, elem) for item in split_top_level(inner)] if inner else []
     except (ValueError, ConfigError):
         pass
-    raise ConfigError(f"setting {key!r} expects a {_type_name(kind)}"
-                      f"{f' of {_type_name(elem)}' if kind is list else ''}, could not parse {raw!r}")
+    raise ConfigError(f"setting {key!r} expects {_a(kind)}{f' of {_type_name(elem)}' if kind is list else ''}, "
+                      f"could not parse {raw!r}{_whole_number_hint(raw) if kind is int else ''}")
+
+
+def _whole_number_hint(raw: str) -> str:
+    """For float text given to an int setting ("1e6", "2.0"): the whole number to write instead. Float text is not
+    read as an int, as 1e30 became an evaluation of 10^30 episodes that never ended, and 1.5 has no int to become."""
+    try:
+        number = Decimal(raw.strip())
+    except InvalidOperation:
+        return ""
+    if not number.is_finite() or number != number.to_integral_value() or abs(number) >= Decimal(10) ** 40:
+        return ""
+    return f" (write it as a whole number: {int(number)})"
 
 
 # ---------------------------------------------------------------------------------------------------- a run's settings
@@ -325,11 +360,63 @@ def _override_values(text: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in split_top_level(text or "") if "=" in part)
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def _record_problem(record: Any) -> str | None:
+    """What in a run record's structure is not what `train.py` writes (None: nothing): `{"hparams_set": name,
+    "hparams": {setting: value}, "flags": {flag: value}, "control": [{"settings": {...}, "overridden": [...]}]}`."""
+    if not isinstance(record, dict):
+        return f"expected an object with hparams_set, hparams and flags, found {_json_kind(record)}"
+    if not isinstance(record.get("hparams_set"), str):
+        return (f"expected \"hparams_set\": the name of an hparams set, found "
+                f"{_json_kind(record['hparams_set']) if 'hparams_set' in record else 'none'}")
+    if not isinstance(record.get("hparams"), dict):
+        return (f"expected \"hparams\": an object of settings, found "
+                f"{_json_kind(record['hparams']) if 'hparams' in record else 'none'}")
+    flags = record.get("flags", {})
+    if not isinstance(flags, dict):
+        return f"expected \"flags\": an object of train.py's flags, found {_json_kind(flags)}"
+    if not isinstance(flags.get("hparam_override") or "", str):
+        return f"expected flags' \"hparam_override\": a string, found {_json_kind(flags['hparam_override'])}"
+    control = record.get("control", [])
+    if not isinstance(control, list):
+        return f"expected \"control\": a list of --control changes, found {_json_kind(control)}"
+    for i, entry in enumerate(control):
+        if not isinstance(entry, dict):
+            return f"expected \"control\"[{i}]: an object with step and settings, found {_json_kind(entry)}"
+        if not isinstance(entry.get("settings", {}), dict):
+            return (f"expected \"control\"[{i}].settings: an object of settings, found "
+                    f"{_json_kind(entry['settings'])}")
+        if not isinstance(entry.get("overridden", []), list):
+            return (f"expected \"control\"[{i}].overridden: a list of setting names, found "
+                    f"{_json_kind(entry['overridden'])}")
+    return None
+
+
+def read_record(path: Path) -> dict:
+    """A run record (hparams.json) of the structure `train.py` writes, or one ConfigError line naming the file and
+    what it expected: a hand-edited record of another shape ends here, not in a traceback where a part is read."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not JSON, or not UTF-8 text
+        raise ConfigError(f"{path} is corrupt ({exc}); fix or delete it, or use another --output_dir") from None
+    problem = _record_problem(record)
+    if problem:
+        raise ConfigError(f"{path} is corrupt: {problem}; fix or delete it, or use another --output_dir")
+    return record
+
+
 def _keep_control_changes(hp: HParams, saved: dict, override: str) -> None:
     """A resumed run keeps the settings `train.py --control` changed while it ran (rl/control.py), over the
     --hparam_override it was started with; a setting this command's override gives a new value wins (and the record
-    marks that change `overridden`, rl/control.py `carry_changes`)."""
-    started_with = _override_values(saved.get("flags", {}).get("hparam_override", ""))
+    marks that change `overridden`, rl/control.py `carry_changes`). `saved` has `read_record`'s structure."""
+    started_with = _override_values(saved.get("flags", {}).get("hparam_override") or "")
     typed_now = _override_values(override)
     for entry in saved.get("control", []):
         for key, value in entry.get("settings", {}).items():
@@ -342,18 +429,15 @@ def _keep_control_changes(hp: HParams, saved: dict, override: str) -> None:
 
 def resolve_hparams(args, output_dir: Path) -> HParams:
     """The set, then the `hparams.json` of a resumed run, then `--hparam_override`, then flags; then the agent and
-    env family are looked up and the family checks the env id (`rl.envs.resolve_env`)."""
+    env family are looked up and the family checks the env id (`rl.envs.resolve_env`). A run on this machine
+    (not `--sys k8s`, whose pods check it where they run) must name a torch device that this machine has."""
     from rl.registry import hparams as sets
 
     hp = sets[args.hparams]()
     saved_path = output_dir / "hparams.json"
     if saved_path.exists():
-        try:
-            saved = json.loads(saved_path.read_text())
-            saved_set, saved_values = saved["hparams_set"], saved["hparams"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{saved_path} is corrupt ({exc}); fix or delete it, "
-                              f"or use another --output_dir") from None
+        saved = read_record(saved_path)
+        saved_set, saved_values = saved["hparams_set"], saved["hparams"]
         if saved_set != args.hparams or saved_values.get("agent") != hp.agent:
             raise ConfigError(f"{output_dir} holds a run of hparams set {saved_set!r} (agent "
                               f"{saved_values.get('agent')!r}); refusing to mix it with {args.hparams!r}. "
@@ -381,9 +465,10 @@ def resolve_hparams(args, output_dir: Path) -> HParams:
                 raise ConfigError(f"--{name}: {exc}") from None
     if "ray_address" in hp and not hp.ray_address:
         hp.ray_address = os.environ.get("RAY_ADDRESS", "")
-    for name in ("train_steps", "eval_episodes", "test_episodes", "num_envs"):
-        if getattr(hp, name) <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {getattr(hp, name)}")
+    if getattr(args, "sys", "local") == "local":
+        from rl.agents.base import check_device
+
+        check_device(hp.device)
     check_assembly(hp)
     return hp
 

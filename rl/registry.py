@@ -1,13 +1,15 @@
 """One Registry class and the seven registries that train.py assembles an agent from.
 
 Modelled on tensor2tensor's `utils/registry.py`: register with a decorator (optional name, snake_case default),
-duplicates are an error, and a miss lists the valid names with the closest match.
+duplicates are an error, and a miss lists the valid names with the closest match. The same definition registered again
+(same module and qualified name: a notebook cell run twice, `importlib.reload`) replaces the old one with a warning.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +28,22 @@ def closest(name: str, valid: list[str]) -> str:
     if close:
         return f"did you mean {' or '.join(repr(c) for c in close)}? Valid: {', '.join(sorted(valid))}"
     return f"valid: {', '.join(sorted(valid))}"
+
+
+def where_defined(obj) -> str:
+    """`module.qualname` of a registered class or function (its repr for anything else)."""
+    qualname = getattr(obj, "__qualname__", None)
+    return f"{getattr(obj, '__module__', '?')}.{qualname}" if qualname else repr(obj)
+
+
+def same_definition(old, new) -> bool:
+    """Whether `new` is `old` defined again: the same module and qualified name, as when a notebook cell or
+    `importlib.reload` runs the definition a second time. Lambdas do not count: every lambda of a scope is called
+    `<lambda>`, so two of them under one key are two things."""
+    qualname = getattr(new, "__qualname__", None)
+    return (isinstance(qualname, str) and not qualname.endswith("<lambda>")
+            and qualname == getattr(old, "__qualname__", None)
+            and getattr(new, "__module__", None) == getattr(old, "__module__", None))
 
 
 class RegistryError(ConfigError, KeyError):
@@ -48,7 +66,12 @@ class Registry:
         def add(obj, key: str | None = None):
             key = key or snake_case(obj.__name__)
             if key in self._items:
-                raise RegistryError(f"{self.kind} {key!r} is already registered")
+                old = self._items[key]
+                if not same_definition(old, obj):
+                    raise RegistryError(f"{self.kind} {key!r} is already registered (by {where_defined(old)}; "
+                                        f"this one: {where_defined(obj)})")
+                warnings.warn(f"{self.kind} {key!r} registered again by {where_defined(obj)}: the new definition "
+                              f"replaces the old one (a notebook cell run again, or importlib.reload)", stacklevel=3)
             self._items[key] = obj
             return obj
 

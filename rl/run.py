@@ -82,6 +82,7 @@ class Run:
         self._view = None
         self.quiet, self.on_evaluation = quiet, on_evaluation
         self.group, self.children = group, children
+        self.peer_signum = 0
         self.trainer = self.control = self.logger = self.best = None
         self.result: dict = {}
 
@@ -135,9 +136,10 @@ class Run:
         """Everything checked: write hparams.json (every --control change kept), make checkpoints/, drop the
         eval.json of an earlier sitting (it belongs to a step this run goes past), and say what runs."""
         from rl.control import carry_changes
-        from rl.folder import read_record
+        from rl.hparams import read_record
 
         checkpoint_dir(self.dir).mkdir(parents=True, exist_ok=True)  # its absence later means it was deleted
+        record = {**record, "hparams": self.hp.to_dict()}  # as they are now (a group's rank 0 settled them)
         if not fresh:
             changes = carry_changes(self.dir, read_record(self.dir / "hparams.json"), record["hparams"])
             if changes:
@@ -180,19 +182,25 @@ class Run:
                               f"only): use rl.make(..., output_dir={str(self.dir)!r}) to continue its training")
         if self.trainer is None:
             self._start()
-        end = self.hp.train_steps if steps is None else min(self.hp.train_steps, self._agent.env_steps + steps)
+        # the budget is the trainer's to decide (`finished`: in a gradient group, the ranks agree on it); `steps` ends
+        # this call sooner
+        end = None if steps is None else self._agent.env_steps + steps
         early: dict = {}
         with StopFlag() as stop:
             try:
-                while not early and self._agent.env_steps < end and not self.trainer.finished(stop.signum):
+                # `finished` first: in a gradient group it is a collective call that every rank makes each step
+                while not early and not self.trainer.finished(stop.signum) and (end is None or
+                                                                                  self._agent.env_steps < end):
                     early = self.step()
             except RunStopped as exc:
                 self._stopped(exc)
             finally:
-                if self._agent.env_steps >= self.hp.train_steps or stop.signum or early:
+                peer = self.group.stop_signum if self.group is not None else 0  # a stop another rank got
+                if self._agent.env_steps >= self.hp.train_steps or stop.signum or peer or early:
                     self._close_trainer()
+                    self._close_group()  # its ranks left the loop with this one and wait for it to let go
             self.checkpoint()
-            signum = stop.signum or (self.group.stop_signum if self.group is not None else 0)
+            signum = stop.signum or self.peer_signum
             if signum:
                 self._close_logger()
                 where = "" if stop.signum else " (on another rank of the group)"
@@ -328,6 +336,7 @@ class Run:
         else:
             saved = "; nothing saved of the broken state (no checkpoint was written before it)"
         self._close_trainer()
+        self._close_group()
         self._close_logger()
         raise RunStopped(f"{exc}{saved}") from None
 
@@ -337,6 +346,12 @@ class Run:
         with self.logger.outside_training() if self.logger is not None else _nothing():
             _closing(self.control, self.trainer)
         self.trainer = self.control = None
+
+    def _close_group(self) -> None:
+        if self.group is not None:  # a stop signal another rank got, carried here by the last all-reduce
+            self.peer_signum = self.group.stop_signum
+        _close_group(self.group, self.children)
+        self.group = self.children = None
 
     def _close_logger(self) -> None:
         if self.logger is not None:
@@ -353,8 +368,7 @@ class Run:
                 self.env.close()
                 self.env = None
         finally:
-            _close_group(self.group, self.children)
-            self.group = self.children = None
+            self._close_group()
             if self.lock is not None:
                 self.lock.release()
 
@@ -424,8 +438,7 @@ IDENTITY = ("env", "seed")  # with the set: what a run is; resuming it with othe
 def resolve_run(args, output_dir: Path, seed_offset: int = 0) -> tuple:
     """The settings of the run `args` asks for in `output_dir`, checked against the run the folder holds, and the
     record to write once it starts: (hp, record, fork_from). `seed_offset`: this copy's place among `--copies`."""
-    from rl.folder import read_record
-    from rl.hparams import resolve_hparams
+    from rl.hparams import read_record, resolve_hparams
 
     fork = Path(args.fork_from) if getattr(args, "fork_from", None) else None
     fresh = not (output_dir / "hparams.json").exists()

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 
 from rl.errors import ConfigError
@@ -26,6 +28,52 @@ def test_duplicate_is_an_error():
     reg.register("a")(lambda: 1)
     with pytest.raises(RegistryError, match="already registered"):
         reg.register("a")(lambda: 2)
+
+
+def define_twice(source: str, name: str) -> tuple:
+    """Two distinct objects from running `source` twice as module `notebook` (a notebook cell run again)."""
+    made = []
+    for _ in range(2):
+        namespace = {"__name__": "notebook"}
+        exec(source, namespace)
+        made.append(namespace[name])
+    return tuple(made)
+
+
+def test_the_same_definition_registered_again_replaces_it_with_a_warning():
+    """A notebook cell or importlib.reload runs a registered definition again: the same module and qualified name,
+    a new object. It replaces the old one, with a warning. Bug caught: every duplicate an error (the cell cannot be
+    run twice), or the old object kept."""
+    reg = Registry("grad_comp")
+    first, second = define_twice("def my_loss():\n    return 1\n", "my_loss")
+    assert first is not second and (first.__module__, first.__qualname__) == (second.__module__, second.__qualname__)
+    reg.register(first)
+    with pytest.warns(UserWarning, match="grad_comp 'my_loss' registered again by notebook.my_loss: the new definition "
+                                         "replaces the old one"):
+        reg.register(second)
+    assert reg["my_loss"] is second and len(reg) == 1
+    old_cls, new_cls = define_twice("class MyMemory:\n    pass\n", "MyMemory")
+    reg.register("mem")(old_cls)
+    with pytest.warns(UserWarning, match="registered again"):
+        reg.register("mem")(new_cls)
+    assert reg["mem"] is new_cls
+
+
+def test_another_definition_under_a_taken_key_stays_an_error():
+    """Only the same definition replaces: another function (another name or module) under a key already taken is
+    still a RegistryError, and the first stays. Bug caught: a replace rule that looks at the key alone."""
+    reg = Registry("grad_comp")
+    first, _ = define_twice("def my_loss():\n    return 1\n", "my_loss")
+    reg.register("loss")(first)
+    other = define_twice("def other_loss():\n    return 2\n", "other_loss")[0]
+    elsewhere = define_twice("def my_loss():\n    return 3\n", "my_loss")[0]
+    elsewhere.__module__ = "another_notebook"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no replacement either
+        for candidate in (other, elsewhere):
+            with pytest.raises(RegistryError, match="already registered \\(by notebook.my_loss; this one: "):
+                reg.register("loss")(candidate)
+    assert reg["loss"] is first
 
 
 def test_miss_names_closest_and_valid():

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from rl.checkpoint import load_newest, save
+from rl.checkpoint import load_newest, restore, save, snapshot
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import hparams as sets
-from rl.checkpoint import restore, snapshot
 from rl.trainer import build_agent
 
 SETTINGS = "learning_starts=200,train_freq=50,gradient_steps=5,target_update_interval=20,exploration_fraction=0.5"

@@ -76,7 +76,7 @@ def test_each_distribution_samples_values_of_its_setting():
     ("activation=uniform(0,1)", "'activation' is a str setting: only choice(...) fits it"),
     ("epochs=uniform(1,30)", "'epochs' is an int setting: intuniform(low,high) or choice(...) fits it"),
     ("lr=intuniform(1,3)", "'lr' is a float setting"),
-    ("batch_size=choice(64,1.5)", "'batch_size' expects a int, could not parse '1.5'"),
+    ("batch_size=choice(64,1.5)", "'batch_size' expects an int, could not parse '1.5'"),
     ("lr_decay=choice(true,maybe)", "could not parse 'maybe'"),
     ("lr=uniform(0.1,0.01)", "the range is reversed"),
     ("lr=uniform(0.01,0.01)", "the range is empty"),

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import re
 
 import numpy as np
 import torch
@@ -47,9 +48,55 @@ from rl.errors import ConfigError
 PRECISIONS = ("fp32", "bf16")
 
 
+DEVICE_NAME = re.compile(r"cpu|auto|mps|cuda(:\d+)?")
+DEVICE_NAMES = "cpu, auto (cuda where torch finds a GPU), cuda, cuda:N (the GPU of index N) or mps"
+
+
+def is_device_name(name: str) -> bool:
+    """A device name this code runs on, on some machine (`device`'s bound, hparams/base.py; what this machine has is
+    `check_device`'s question)."""
+    return DEVICE_NAME.fullmatch(name) is not None
+
+
+def devices_here() -> list[str]:
+    """The device names this process can use."""
+    here = ["cpu", "auto"]
+    if torch.cuda.is_available():
+        here += ["cuda", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+    if torch.backends.mps.is_available():
+        here.append("mps")
+    return here
+
+
+def check_device(name: str) -> None:
+    """One ConfigError line where this process cannot use device `name`, naming why and the names valid here: torch
+    would otherwise fail at the first tensor moved, deep in a traceback (or, built without CUDA, at an assert)."""
+    if name in ("cpu", "auto"):
+        return
+    here = devices_here()
+    if name in here:
+        return
+    valid = f"valid here: {', '.join(here)}"
+    version = torch.__version__.split("+")[0]
+    if not is_device_name(name):
+        raise ConfigError(f"device={name}: not a device name (valid: {DEVICE_NAMES}); {valid}")
+    if name.startswith("cuda") and torch.version.cuda is None:
+        raise ConfigError(f"device={name}: this torch {version} build has no CUDA (built for CPU); {valid}")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={name}: torch {version} (built for CUDA {torch.version.cuda}) finds no GPU (no "
+                          f"NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them); {valid}")
+    if name.startswith("cuda"):
+        raise ConfigError(f"device={name}: torch finds {torch.cuda.device_count()} GPU(s); {valid}")
+    raise ConfigError(f"device={name}: torch {version} finds no {name} device here; {valid}")
+
+
 def resolve_device(name: str) -> str:
-    """`auto` is CUDA when torch sees a GPU, else the CPU; any other name is torch's."""
-    return ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
+    """`auto` is CUDA when torch sees a GPU, else the CPU; any other name must be a device this process has
+    (`check_device`)."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    check_device(name)
+    return name
 
 
 def cpu_has_bf16() -> bool:

@@ -15,9 +15,9 @@ from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.errors import ConfigError
+from rl.evaluation import evaluate
 from rl.registry import act_select
 from rl.registry import hparams as sets
-from rl.evaluation import evaluate
 from rl.trainer import build_agent, seed_everything
 
 ON_POLICY_SETS = ["vpg_cartpole", "a2c_cartpole", "ppo_cartpole", "ppo_gru_cartpole", "ppo_pendulum",

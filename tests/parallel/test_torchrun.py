@@ -277,13 +277,13 @@ def test_sigterm_to_one_rank_checkpoints_exits_143_on_every_rank_and_the_group_r
     flags the stop in the next all-reduce, rank 0 checkpoints, and both ranks exit 143: a PyTorchJob (restartPolicy
     ExitCode) recreates every pod that failed with 128 or more, and a rank that exited 0 would stay Succeeded while
     the new Master waited for it alone. Started again, both ranks resume from rank 0's checkpoint.
-    The Worker is evicted while the Master plays an evaluation (100,000 games, hours) and the Worker's rank waits for
+    The Worker is evicted while the Master plays an evaluation (10,000 games) and the Worker's rank waits for
     it in an all-reduce: its stop reaches rank 0 through the group's store, rank 0 gives the evaluation up (it is not
     logged), and the group checkpoints within the pod's grace period."""
     logs, out, port = tmp_path / "logs", tmp_path / "run", free_port()
     override = "log_interval=256,checkpoint_interval=10000000"  # the only checkpoint is the one the stop writes
     if victim:  # 512 agent steps a group step; the first evaluation at 2048
-        procs = [start(r, port, out, NEVER_ENDS, logs, override + ",eval_interval=2048", eval_episodes=100_000)
+        procs = [start(r, port, out, NEVER_ENDS, logs, override + ",eval_interval=2048", eval_episodes=10_000)
                  for r in range(2)]
     else:
         procs = [start(r, port, out, NEVER_ENDS, logs, override) for r in range(2)]
