@@ -64,8 +64,9 @@ def make(hparams: str, output_dir: str | Path | None = None, overrides: dict | s
     held until `close`) and recorded as train.py does, resumed if the folder holds a run of the same set, env and
     seed. `overrides`: a dict or `--hparam_override` text. `quiet=False` prints the settings and a line per log row."""
     import hparams as _sets  # noqa: F401  (registers the sets)
+    from rl.command import resolve_run
     from rl.folder import check_writable_folder
-    from rl.run import Run, resolve_run
+    from rl.run import Run
 
     out = Path(tempfile.mkdtemp(prefix="rl-run-")) if output_dir is None else Path(output_dir)
     if out.exists() and not out.is_dir():

@@ -9,9 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from rl.command import env_member, run_one
 from rl.copies import run_copies
 from rl.errors import ConfigError
-from rl.run import env_member, run_one
 
 CLUSTER_ONLY = ("image", "namespace", "run_name", "accelerator", "nodes", "cpus", "memory", "ephemeral_storage",
                 "node_selector", "dry_run")

@@ -20,7 +20,7 @@ from rl.logger import log_final_hparams
 
 
 def _copy_worker(args, index: int) -> dict:
-    from rl.run import run_one
+    from rl.command import run_one
 
     out = Path(args.output_dir) / f"copy_{index}"
     return {"copy": index, **run_one(args, out, seed_offset=index, quiet=True)}

@@ -16,6 +16,7 @@ import numpy as np
 
 from rl import signals
 from rl.checkpoint import load_checkpoint, restore_checked, write_json
+from rl.collector import env_error
 from rl.envs import make_env
 from rl.envs.episode_stats import game_over, game_rewards
 from rl.video import env_fps, write_mp4
@@ -44,7 +45,7 @@ def play(agent, hp, episodes: int, seed: int, stopped=lambda: False) -> Games | 
     while len(games.returns) < episodes:
         n = min(episodes - len(games.returns), 32)
         env = make_env(hp, num_envs=n, vector_mode="sync")
-        obs, _ = env.reset(seed=seed + len(games.returns))
+        obs, _ = _reset(env, agent, seed + len(games.returns))
         state = agent.eval_state(n)
         total, length = np.zeros(n), np.zeros(n, int)
         running, limited = np.ones(n, bool), np.zeros(n, bool)
@@ -53,7 +54,7 @@ def play(agent, hp, episodes: int, seed: int, stopped=lambda: False) -> Games | 
                 env.close()
                 return None
             actions, state = agent.act_eval(obs, state)
-            obs, rewards, terminated, truncated, info = env.step(actions)
+            obs, rewards, terminated, truncated, info = _step(env, agent, actions)
             total += game_rewards(rewards, info) * running
             length += running
             over = game_over(terminated, truncated, info) & running
@@ -66,6 +67,22 @@ def play(agent, hp, episodes: int, seed: int, stopped=lambda: False) -> Games | 
     return games
 
 
+def _reset(env, agent, seed: int):
+    try:
+        return env.reset(seed=seed)
+    except Exception as exc:  # noqa: BLE001 - the env's own failure: one line (rl/collector.py)
+        env.close()
+        raise env_error(env, agent, exc, "reset") from exc
+
+
+def _step(env, agent, actions):
+    try:
+        return env.step(actions)
+    except Exception as exc:  # noqa: BLE001 - the env's own failure: one line (rl/collector.py)
+        env.close()
+        raise env_error(env, agent, exc) from exc
+
+
 def evaluate(agent, hp, episodes: int, seed: int) -> list[float]:
     """The returns of `play`'s episodes."""
     return play(agent, hp, episodes, seed).returns
@@ -76,13 +93,13 @@ def record_videos(agent, hp, episodes: int, folder: Path, seed: int, human: bool
     env = make_env(hp, num_envs=1, render_mode="human" if human else "rgb_array", vector_mode="sync")
     returns, paths = [], []
     for ep in range(episodes):
-        obs, _ = env.reset(seed=seed + ep)
+        obs, _ = _reset(env, agent, seed + ep)
         state, done, total, frames = agent.eval_state(1), False, 0.0, []
         while not done:
             if not human:
                 frames.append(env.call("render")[0])
             actions, state = agent.act_eval(obs, state)
-            obs, reward, terminated, truncated, info = env.step(actions)
+            obs, reward, terminated, truncated, info = _step(env, agent, actions)
             total += float(game_rewards(reward, info)[0])
             done = bool(game_over(terminated, truncated, info)[0])
         returns.append(total)

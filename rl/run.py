@@ -4,62 +4,38 @@
     run.train()                              # step -> control -> evaluate -> log -> checkpoint, then finish
     run.close()
 
-`Run.open` writes nothing before every check has passed: the settings (rl/hparams.py), the folder's owner
-(rl/folder.py: a second process is refused in one line), the run's identity (a folder that holds a run keeps its set,
-env and seed), the checkpoint's fit and counters. Only then are `hparams.json` and `checkpoints/` written and the
-settings printed. A refusal leaves the folder as it was.
+Nothing is written before every check has passed: the settings and the run's identity (a folder that holds a run
+keeps its set, env and seed: rl/command.py `resolve_run`), then in `Run.open` the folder's owner (rl/folder.py: a second
+process is refused in one line) and the checkpoint's fit and counters. Only then are `hparams.json` and `checkpoints/`
+written and the settings printed. A refusal leaves the folder as it was.
 
 The loop stops on a stop signal (checkpoint, exit 128 + signal), at its budget (checkpoint, final evaluation,
-`eval.json`), or on a `RunStopped`: a non-finite loss or weight ends the run without saving the broken weights; an env
-that raised, or a worker that keeps failing, ends it after a checkpoint of the steps before. `train.py` (rl/cli.py),
-`--copies`, `--tune` and the Python API (rl/api.py) all go through here.
+`eval.json`), or on a `RunStopped`: a non-finite loss or weight (rl/finite.py) ends the run without saving the broken
+weights; an env that raised, or a worker that keeps failing, ends it after a checkpoint of the steps before.
+`train.py`, `--copies` and `--tune` come here through rl/command.py's `run_one`, the Python API through rl/api.py.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from rl import signals
 from rl.checkpoint import BestKeeper, checkpoint_dir, list_checkpoints, save, snapshot, write_json
 from rl.control import Controller
 from rl.errors import ConfigError, RunStopped
 from rl.evaluation import play, summarize
+from rl.finite import NonFiniteStop, nonfinite_value, nonfinite_weight
 from rl.folder import FolderLock
 from rl.trainer import follow, make_trainer, prepare
 
 
 class StopFlag(signals.armed):
     """SIGINT/SIGTERM set a flag (`signum`); the loop checkpoints and exits at the next step (rl/signals.py)."""
-
-
-def nonfinite_value(values: dict) -> str | None:
-    """`name = value` of the first diagnostic that is NaN or infinite (a loss), else None. Values on a GPU are left
-    to the log rows (reading one here would wait for the device at every update)."""
-    for key, value in values.items():
-        if isinstance(value, torch.Tensor):
-            if value.device.type != "cpu" or value.numel() != 1 or not value.is_floating_point():
-                continue
-            value = value.item()
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{key} = {value}"
-    return None
-
-
-def nonfinite_weight(agent) -> str | None:
-    """The name of the first network parameter holding NaN or inf, else None."""
-    for net_name, net in agent.networks().items():
-        for name, param in net.named_parameters():
-            if param.is_floating_point() and not bool(torch.isfinite(param).all()):
-                return f"{net_name}.{name}"
-    return None
 
 
 @dataclass
@@ -379,13 +355,6 @@ class Run:
         self.close()
 
 
-class NonFiniteStop(RunStopped):
-    """A NaN or inf loss or weight: the run ends without saving the broken state."""
-
-    def __init__(self, what: str):
-        super().__init__(f"{what}: the run stopped (lower lr, or check the env's rewards and observations)")
-
-
 class _nothing:
     def __enter__(self):
         return self
@@ -419,95 +388,3 @@ def check_checkpoints_kept(output_dir: Path, fresh: bool) -> None:
     raise ConfigError(f"{output_dir} holds a run record (hparams.json) but its checkpoints/ folder is gone, so it "
                       f"cannot resume: restore checkpoints/, or start over in another --output_dir (or delete "
                       f"{output_dir})")
-
-
-def env_member():
-    """This process's place in a group that torchrun or Kubeflow's PyTorchJob started (WORLD_SIZE > 1), else None;
-    only such a process imports rl/parallel here."""
-    if "WORLD_SIZE" not in os.environ:
-        return None
-    from rl.parallel.collective import group_from_env
-
-    return group_from_env(os.environ)
-
-
-# ---------------------------------------------------------------------------------------------------- from the flags
-IDENTITY = ("env", "seed")  # with the set: what a run is; resuming it with others would mix two runs in one record
-
-
-def resolve_run(args, output_dir: Path, seed_offset: int = 0) -> tuple:
-    """The settings of the run `args` asks for in `output_dir`, checked against the run the folder holds, and the
-    record to write once it starts: (hp, record, fork_from). `seed_offset`: this copy's place among `--copies`."""
-    from rl.hparams import read_record, resolve_hparams
-
-    fork = Path(args.fork_from) if getattr(args, "fork_from", None) else None
-    fresh = not (output_dir / "hparams.json").exists()
-    if fork is not None:
-        if not fresh:
-            raise ConfigError(f"--fork_from starts a new run, and {output_dir} holds one already: give a new "
-                              f"--output_dir")
-        if not (fork / "hparams.json").is_file() or not list_checkpoints(fork):
-            raise ConfigError(f"--fork_from {fork}: not a run folder with a checkpoint (hparams.json and "
-                              f"checkpoints/ckpt_<step>.pt)")
-    hp = resolve_hparams(args, fork or output_dir)
-    if fresh or args.seed is not None:  # a resumed copy keeps the seed it was given, unless --seed is typed again
-        try:
-            hp.seed = hp.seed + seed_offset
-        except ConfigError as exc:
-            raise ConfigError(f"--seed with --copies: {exc}") from None
-    if not fresh:
-        saved = read_record(output_dir / "hparams.json")["hparams"]
-        differ = [f"{key} {saved.get(key)!r} (asked: {getattr(hp, key)!r})" for key in IDENTITY
-                  if key in saved and saved[key] != getattr(hp, key)]
-        if differ:
-            raise ConfigError(f"{output_dir} holds a run of {args.hparams} with {', '.join(differ)}: a run keeps its "
-                              f"env and seed. Use another --output_dir, or --fork_from {output_dir} --output_dir NEW "
-                              f"to start a new run from its checkpoint")
-    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
-              "flags": {k: v for k, v in vars(args).items() if k != "func"}}
-    if fork is not None:
-        step, path = list_checkpoints(fork)[-1]
-        record["forked_from"] = {"output_dir": str(fork), "checkpoint": path.name, "step": step}
-    return hp, record, fork
-
-
-def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, member=None,
-            on_evaluation=None) -> dict:
-    """Train or evaluate one run folder as the flags say (as one rank of `member`'s group: rank 0 alone owns the
-    folder)."""
-    from rl.folder import check_writable_folder
-
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ConfigError(f"--output_dir {output_dir} is a file, not a folder: give a run folder")
-    if not args.training:
-        return evaluate_folder(args, output_dir)
-    hp, record, fork = resolve_run(args, output_dir, seed_offset)
-    if member is not None:
-        member.settle(hp)
-        if member.rank:  # torchrun/PyTorchJob started this rank: it follows rank 0 and never writes the folder
-            from rl.parallel.collective import serve
-
-            serve(partial(follow, hp, output_dir), member)
-            return {}
-    check_writable_folder(output_dir, "training")
-    with Run.open(hp, output_dir, record, quiet=quiet, on_evaluation=on_evaluation, member=member,
-                  fork_from=fork) as run:
-        return run.train()
-
-
-def evaluate_folder(args, output_dir: Path) -> dict:
-    """`--training False`: evaluate a checkpoint of the run in `output_dir`, owning the folder while it plays (it
-    writes eval.json)."""
-    from rl.evaluation import test
-    from rl.folder import FolderLock, check_writable_folder
-    from rl.hparams import resolve_hparams
-
-    if not (output_dir / "hparams.json").exists():
-        raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "
-                          f"train first with the same --output_dir")
-    hp = resolve_hparams(args, output_dir)
-    check_writable_folder(output_dir, "an evaluation")
-    with FolderLock(output_dir):
-        return test(hp, output_dir, render=args.render, record_video=args.record_video,
-                    checkpoint=getattr(args, "checkpoint", "latest"))

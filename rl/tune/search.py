@@ -179,7 +179,7 @@ def fixed_override(args, hp) -> str:
 def check(args, out: Path) -> tuple:
     """The search's settings (the set with the fixed overrides and flags) and its parsed space; ConfigError lines for
     what cannot be searched."""
-    from rl.run import env_member
+    from rl.command import env_member
 
     check_flags(args)
     if env_member() is not None:
@@ -381,7 +381,7 @@ def _run_one_trial(study: optuna.Study, trial: optuna.Trial, args, hp, params: l
             return True
         return False
 
-    from rl.run import run_one
+    from rl.command import run_one
 
     try:
         if args.copies == 1:

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 
+from rl.checkpoint import list_checkpoints
 from rl.registry import hparams as sets
 from tests.envs.faulty_envs import FAIL_AT, forget, write_faulty_envs
 
@@ -37,4 +38,7 @@ def test_an_env_that_raises_mid_run_is_one_line_and_exit_2(tmp_path, capsys, fau
     raised = (f"the env {faulty.diverging!r} raised SimulatorError: the simulation diverged at step {FAIL_AT} at "
               f"agent step {(FAIL_AT - 1) * num_envs}")
     assert err.startswith(f"error: {raised}"), err
+    saved = (FAIL_AT - 1) * num_envs  # the steps before it are checkpointed (rl/run.py), then the run ends
+    assert f"saved a checkpoint at step {saved}" in err, err
+    assert [step for step, _ in list_checkpoints(tmp_path / "run")] == [saved]
     assert not [w for w in logged if "ERROR" in str(w.message)], [str(w.message) for w in logged]
