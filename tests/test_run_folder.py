@@ -198,3 +198,28 @@ def test_a_nan_loss_stops_the_run_without_saving_the_broken_weights(tmp_path, na
     state = read(list_checkpoints(out)[-1][1])
     weights = [t for net in state["agent"]["networks"].values() for t in net.values() if t.is_floating_point()]
     assert weights and all(torch.isfinite(t).all() for t in weights)
+
+
+@pytest.fixture
+def mount_point(tmp_path):
+    """A tmpfs of this test's own, which the test can remount read-only (needs root: skipped elsewhere)."""
+    point = tmp_path / "mnt"
+    point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(point)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    yield point
+    subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+def test_a_read_only_run_folder_is_one_line_before_anything_is_played(mount_point, capsys):
+    out = mount_point / "run"
+    assert train.main(quick_args(out)) == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(mount_point)], check=True)
+    capsys.readouterr()
+    started = time.monotonic()
+    assert train.main(quick_args(out, 300, "", "--training", "False", "--test_episodes", "10000")) == 2
+    assert "is not writable" in one_error_line(capsys.readouterr().err)
+    assert time.monotonic() - started < 30  # refused before 10,000 episodes were played, not after
+    assert train.main(quick_args(out, 400)) == 2
+    assert "is not writable" in one_error_line(capsys.readouterr().err)
