@@ -47,6 +47,17 @@ def fill_rollout(name: str, overrides: str = ""):
 
 
 @pytest.fixture
+def faulty(tmp_path, monkeypatch):
+    """The envs of tests/envs/faulty_envs.py, written into this test's tmp_path and importable (`module:EnvId`)."""
+    from tests.envs.faulty_envs import forget, write_faulty_envs
+
+    envs = write_faulty_envs(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield envs
+    forget(envs)
+
+
+@pytest.fixture
 def filled_rollout():
     return fill_rollout
 

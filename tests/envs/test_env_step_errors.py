@@ -9,15 +9,7 @@ import pytest
 
 from rl.checkpoint import list_checkpoints
 from rl.registry import hparams as sets
-from tests.envs.faulty_envs import FAIL_AT, forget, write_faulty_envs
-
-
-@pytest.fixture
-def faulty(tmp_path, monkeypatch):
-    envs = write_faulty_envs(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield envs
-    forget(envs)
+from tests.envs.faulty_envs import FAIL_AT
 
 
 @pytest.mark.parametrize("vector_mode", ["sync", "async"])

@@ -12,15 +12,6 @@ from rl.envs import make_env
 from rl.envs.spaces import SHOWN, check_observation_space, describe
 from rl.errors import ConfigError
 from rl.registry import hparams as sets
-from tests.envs.faulty_envs import forget, write_faulty_envs
-
-
-@pytest.fixture
-def faulty(tmp_path, monkeypatch):
-    envs = write_faulty_envs(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield envs
-    forget(envs)
 
 
 def main(capsys, *argv: str) -> tuple[int, str, str]:

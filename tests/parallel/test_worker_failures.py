@@ -11,7 +11,7 @@ import pytest
 
 from rl.errors import RunStopped
 from rl.parallel.transports.faults import MAX_FAILURES, FaultBook
-from tests.envs.faulty_envs import FAIL_AT, forget, write_faulty_envs
+from tests.envs.faulty_envs import FAIL_AT
 
 
 def handle(rank: int = 0):
@@ -56,14 +56,6 @@ def test_deaths_are_forgiven_by_a_shipment_and_break_a_row_of_raised_errors(caps
     fail(book, h)
     with pytest.raises(RunStopped, match=r"^collection worker 0 failed 3 times in a row: exited \(code -9\)$"):
         fail(book, h)
-
-
-@pytest.fixture
-def faulty(tmp_path, monkeypatch):
-    envs = write_faulty_envs(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield envs
-    forget(envs)
 
 
 @pytest.mark.parametrize("hparams", ["ppo_cartpole", "dqn_cartpole"])
