@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from rl.checkpoint import write_json
-from rl.control import carry_changes, changeable, parse_request, running_job
+from rl.control import carry_changes, changeable, parse_request
 from rl.errors import ConfigError
 from rl.hparams import resolve_hparams
+from rl.job import running_job
 from rl.registry import hparams as sets
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -362,7 +363,7 @@ def test_a_control_list_of_another_shape_is_one_error_naming_hparams_json(tmp_pa
 def test_an_int_setting_refuses_float_text(tmp_path, capsys):
     """eval_episodes=1e30 is not an episode count (rl/hparams.py parse_value): refused in one line, with the job
     (a channel open in this process) left as it was."""
-    from rl.control import Channel
+    from rl.job import Channel
 
     out = run_folder(tmp_path / "run")
     channel = Channel(out)
@@ -378,7 +379,7 @@ def test_a_starting_job_discards_requests_left_for_a_job_that_ended(tmp_path):
     """A request queued for a job that was then killed is not applied by a resume days later: the new job's channel
     answers it with a refusal (for a sender still waiting), notes it in control.log and does not find it at its
     first poll."""
-    from rl.control import Channel
+    from rl.job import Channel
 
     out = run_folder(tmp_path / "run")
     (out / "control").mkdir()
@@ -400,7 +401,7 @@ def test_a_job_answers_and_leaves_no_answer_nobody_collects(tmp_path, capsys):
     import os
     import threading
 
-    from rl.control import Channel
+    from rl.job import Channel
 
     out = run_folder(tmp_path / "run")
     channel, done = Channel(out), threading.Event()
@@ -433,7 +434,7 @@ def test_a_job_that_ends_without_answering_withdraws_the_request(tmp_path, capsy
     otherwise find it)."""
     import threading
 
-    from rl.control import Channel
+    from rl.job import Channel
 
     out = run_folder(tmp_path / "run")
     channel = Channel(out)
@@ -450,8 +451,8 @@ def test_a_job_that_ends_without_answering_withdraws_the_request(tmp_path, capsy
 def test_a_second_job_does_not_take_the_channel_of_a_live_one(tmp_path):
     """job.json naming another live process of this host (a job whose folder lock did not keep this one out): a new
     channel refuses in one line rather than overwrite it; once that process has ended, it takes over."""
-    from rl.control import Channel
     from rl.folder import identity
+    from rl.job import Channel
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

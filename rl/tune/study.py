@@ -37,8 +37,8 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from rl.control import pid_alive
 from rl.errors import ConfigError, first_line
+from rl.job import pid_alive
 
 STUDY_NAME = "search"
 STARTUP_TRIALS = 5
