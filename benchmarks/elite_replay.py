@@ -1,4 +1,5 @@
-"""Elite replay against uniform replay in seed B's V-trace agent (agent=impala, rl/agents/impala.py) on Pong.
+"""Elite replay against uniform replay in elite_buffer_vtrace's V-trace agent (agent=impala, rl/agents/impala.py) on
+Pong.
 
 Cost per batch (the default mode): what elite sampling adds to a learner step. Three agents in this process, on
 real PongNoFrameskip-v4 (2 envs, one process, one torch thread): `uniform` (impala_pong: queue 1 @0.5 + standard
@@ -9,7 +10,7 @@ and its replay buffer holds `--fill` sequences; then each timed step is the sequ
 `_compose()`, `_prepare()`, `learn()`, `join()`, each part timed. Between steps (untimed) the agent collects fresh
 rollouts into its queue only, so the replay buffer stays at `--fill` sequences while it is measured. The variants
 take turns over `--rounds` rounds (the machine is noisy); the table gives medians and interquartile ranges of all
-timed steps, and each variant's step time against uniform's (the issue's goal: elite at most 15% on top). Elite
+timed steps, and each variant's step time against uniform's (the goal: elite at most 15% on top). Elite
 sampling ranks a pool of int(lambda x share) sequences by the current model's features; lambda starts at 6 and
 anneals to 1 over 2 x lr_scheduler_steps batches, so the few batches learned here keep it near 6 (printed).
 
@@ -205,7 +206,8 @@ def cost_table(times: dict) -> list[dict]:
 
 
 def bytes_table(agents: dict) -> list[dict]:
-    """Bytes per stored step of each set's replay buffer (every field) against seed B's whole observations."""
+    """Bytes per stored step of each set's replay buffer (every field) against elite_buffer_vtrace's whole
+    observations."""
     rows = []
     for variant in ("uniform", "elite"):
         agent = agents[variant][0]
@@ -240,7 +242,7 @@ def cost(args) -> None:
         print(f"{variant}: {extra:+.0%} on top of uniform's step (goal: at most +15%): "
               f"{'met' if extra <= 0.15 else 'not met'}")
     print("\nbytes per stored step (the sequence store: observation rows kept once, ids, every other field; naive: "
-          "T+1 whole observations per sequence, as seed B stores them)")
+          "T+1 whole observations per sequence, as elite_buffer_vtrace stores them)")
     print_table(bytes_table(agents), ["variant", "buffer", "stored bytes/step", "naive obs bytes/step",
                                       "stored / naive", "feature width"])
     for _, collector in agents.values():
@@ -454,8 +456,9 @@ def main() -> None:
     cost_args.add_argument("--device", default="auto", help="the learner's device (default: the sets' auto, a GPU "
                                                             "where there is one)")
     speed_args = p.add_argument_group("speed (--speed)")
-    speed_args.add_argument("--speed", action="store_true", help="whole train.py runs of seed B's sets and appo_atari "
-                                                                 "instead, agent steps/s (--rounds rounds)")
+    speed_args.add_argument("--speed", action="store_true", help="whole train.py runs of impala_pong, "
+                                                                 "elite_impala_pong (also with replay_caching) and "
+                                                                 "appo_atari instead, agent steps/s (--rounds rounds)")
     speed_args.add_argument("--speed_steps", type=int, default=20_000, help="agent steps per speed run")
     learn_args = p.add_argument_group("learning (--learning)")
     learn_args.add_argument("--learning", action="store_true", help="the learning comparison instead (hours)")

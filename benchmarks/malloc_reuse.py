@@ -4,9 +4,10 @@ process, with rl's setting (kept) and with glibc's own behaviour (RL_KEEP_FREED_
     .venv/bin/python benchmarks/malloc_reuse.py                    # one forward and backward pass: seconds
     .venv/bin/python benchmarks/malloc_reuse.py --mode run         # whole train.py runs: minutes
 
-`--mode pass`: `elite_cnn` (seed B's torso) and a 19-action head, forward and backward on `--frames` uint8 4x84x84
-frames (500: a learner batch of seed B's experiment), one torch thread, fp32, channels-last; per pass the thread's CPU
-time, the part of it spent in the kernel, and the page faults (median of `--repeats` passes after one warm-up).
+`--mode pass`: `elite_cnn` (elite_buffer_vtrace's torso) and a 19-action head, forward and backward on `--frames` uint8
+4x84x84 frames (500: a learner batch of elite_buffer_vtrace's experiment), one torch thread, fp32, channels-last; per
+pass the thread's CPU time, the part of it spent in the kernel, and the page faults (median of `--repeats` passes after
+one warm-up).
 `--mode run`: `train.py --hparams SET --num_workers 2 --train_steps STEPS` (SET uniform_impala_seaquest, fill-in 0,
 no evaluations); agent steps/s over the run, kernel time and peak memory of the run's processes.
 """

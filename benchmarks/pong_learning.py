@@ -1,6 +1,6 @@
 """Learning Pong per agent step: `ppo_atari` (one process), `appo_atari` (Sample Factory's APPO: 2 async workers,
-V-trace) and `impala_pong` (seed B's V-trace agent: 2 async workers), each a whole `train.py` run, compared on the
-same axis: agent steps (env frames / 4).
+V-trace) and `impala_pong` (elite_buffer_vtrace's V-trace agent: 2 async workers), each a whole `train.py` run, compared
+on the same axis: agent steps (env frames / 4).
 
 For every set, from its progress.csv: the mean score of the last 100 whole games (`game_score_mean`, unclipped;
 random play is about -20.3), the policy's entropy (max ln 6 = 1.792 for Pong's 6 actions: a policy that never

@@ -1,6 +1,6 @@
 """PPO on Pong, ours against Stable-Baselines3, side by side: agent steps/s, peak memory, collection vs learning.
 
-Both run seed A's Table 1 settings (8 envs x 128 steps, 4 minibatches of 256, 3 epochs, Adam 2.5e-4 and clip 0.1
+Both run PyTorchRL's Table 1 settings (8 envs x 128 steps, 4 minibatches of 256, 3 epochs, Adam 2.5e-4 and clip 0.1
 decayed linearly, entropy 0.01, value coefficient 1.0, GAE 0.95, gradient norm 0.5, Nature CNN) on
 PongNoFrameskip-v4 with the DeepMind preprocessing, for the same budget, one whole process after the other, each
 with 2 torch threads. Ours is `train.py --hparams ppo_atari` (ale-py's vector env, its C++ threads preprocessing);

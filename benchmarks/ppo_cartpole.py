@@ -7,7 +7,7 @@
 
 Prints whole-process wall time, the training loop's time (train_s: after the agent is built, before the final
 evaluation), steps/s, peak memory and the final greedy evaluation (10 episodes) for both, and the speed ratios
-SB3 / ours. The issue's goal: the whole process at least 3x faster, with a greedy evaluation of 500.
+SB3 / ours. The goal: the whole process at least 3x faster, with a greedy evaluation of 500.
 """
 
 from __future__ import annotations

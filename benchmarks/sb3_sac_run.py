@@ -4,9 +4,9 @@ reads beside ours: hparams.json, progress.csv (env_steps, wall_time_s, the mean 
 episodes, and a greedy evaluation every `--eval_interval` steps, as train.py evaluates) and eval.json at the end.
 
 It resumes: every `--save_interval` steps it saves the model, its replay buffer and its log's state (each written
-beside, then renamed into place), and the same command continues from there (SB3 resets the env on load, so one
-training episode is cut there, and the generators start afresh). For the equal-budget comparison of issue 30, run it
-beside ours, one process a core:
+beside, then renamed into place), and the same command continues from there (SB3 resets the env on load, so one training
+episode is cut there, and the generators start afresh). For the equal-budget comparison (docs/results.md), run it beside
+ours, one process a core:
 
     .venv/bin/pip install stable-baselines3 sb3-contrib     # the peer, for benchmarks only
     .venv/bin/python train.py --hparams sac_halfcheetah_bullet --seed 0 --train_steps 300000 --output_dir runs/ours_s0 &

@@ -1,5 +1,5 @@
-"""Seed B's claim tested as published (issue 31): uniform against elite replay, and the ablation that ranks by the
-sampling counter only, on seed B's games with its network, schedule and settings (`hparams/scheme.py`: the
+"""elite_buffer_vtrace's claim tested as published: uniform against elite replay, and the ablation that ranks by the
+sampling counter only, on elite_buffer_vtrace's games with its network, schedule and settings (`hparams/scheme.py`: the
 `*_impala_seaquest` and `*_impala_breakout` sets), several seeds an arm, with the volatility the claim speaks of.
 
 Training: every arm with every seed, `train.py --hparams SET --seed S --train_steps STEPS` into
@@ -216,7 +216,7 @@ def plot(runs: dict[str, dict[int, dict]], path: Path, game: str) -> None:
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(f"seed B's experiment on {game}: mean over seeds, band lowest to highest seed")
+    fig.suptitle(f"elite_buffer_vtrace's experiment on {game}: mean over seeds, band lowest to highest seed")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -1,10 +1,10 @@
 """Atari sets (env_type=atari: ale-py's vector env, rl/envs/atari.py), Pong by default; `--env
 BreakoutNoFrameskip-v4` (or any Atari id) works with each.
 
-- `ppo_atari`: PyTorchRL's PPO experiment (seed A, Table 1 and its training script), after Schulman et al. (2017):
-  Adam 2.5e-4 and clip 0.1 both decayed linearly to 0, 8 envs x 128 steps, 4 minibatches, 3 epochs, entropy 0.01,
-  value coefficient 1.0, GAE 0.95, gradient norm 0.5, 10M agent steps, Nature CNN shared by policy and value.
-  (Table 1 prints clip 0.15; the script that ran the experiment passes clip_param=0.1, which the issue fixes.)
+- `ppo_atari`: PyTorchRL's PPO experiment (Table 1 of Bou et al. 2022 and its training script), after Schulman et al.
+  (2017): Adam 2.5e-4 and clip 0.1 both decayed linearly to 0, 8 envs x 128 steps, 4 minibatches, 3 epochs, entropy
+  0.01, value coefficient 1.0, GAE 0.95, gradient norm 0.5, 10M agent steps, Nature CNN shared by policy and value.
+  (Table 1 prints clip 0.15; the script that ran the experiment passes clip_param=0.1, which this set follows.)
 - `ppo_atari_impala`: the same with the IMPALA CNN (Espeholt et al. 2018).
 - `dqn_atari`: rl-baselines3-zoo's DQN for Atari (hyperparams/dqn.yml `atari`), Nature CNN.
 
@@ -36,7 +36,7 @@ def _atari(hp: HParams) -> HParams:
 
 @hparams.register
 def ppo_atari() -> HParams:
-    """Seed A's PPO on PongNoFrameskip-v4 (Table 1, clip 0.1 as its script runs it)."""
+    """PyTorchRL's PPO on PongNoFrameskip-v4 (its Table 1, clip 0.1 as its script runs it)."""
     hp = _atari(ppo())
     hp.train_steps = 10_000_000
     hp.num_envs, hp.num_steps = 8, 128
@@ -57,7 +57,7 @@ def ppo_atari() -> HParams:
 
 @hparams.register
 def ppo_atari_impala() -> HParams:
-    """`ppo_atari` with the IMPALA CNN (Espeholt et al. 2018; `fixup_init=true` for seed A's Fixup variant)."""
+    """`ppo_atari` with the IMPALA CNN (Espeholt et al. 2018; `fixup_init=true` for PyTorchRL's Fixup variant)."""
     hp = ppo_atari()
     hp.torso = "impala_cnn"
     return hp

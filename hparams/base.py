@@ -159,6 +159,6 @@ def off_policy(hp: HParams) -> HParams:
       "(model)", bound=one_of("obs", "model"))
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
       '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
-      "mixed memory (transitions) and agent=impala (sequences: seed B's queue, standard, custom): JSON list of "
-      "buffers, each with type, capacity and sample_ratio (ratios summing to 1)")
+      "mixed memory (transitions) and agent=impala (sequences: elite_buffer_vtrace's queue, standard, custom): JSON "
+      "list of buffers, each with type, capacity and sample_ratio (ratios summing to 1)")
     return hp

@@ -1,5 +1,5 @@
 """Continuous-control sets: DDPG, TD3 and SAC family bases (Stable-Baselines3's defaults), Pendulum and PyBullet sets
-with rl-baselines3-zoo's tuned settings, and `sac_ant_bullet` with PyTorchRL's Table 2 (Bou et al. 2021).
+with rl-baselines3-zoo's tuned settings, and `sac_ant_bullet` with PyTorchRL's Table 2 (Bou et al. 2022).
 
 The zoo's PyBullet entries wrap the env in sb3-contrib's TimeFeatureWrapper (`time_feature=True`) and its SAC entries
 explore with gSDE (`model=gsde_actor`, `act_select=gsde`, `log_std_init=-3`, a new noise matrix every training phase);

@@ -35,8 +35,8 @@ def on_policy() -> HParams:
     d("clip_decay", False, "decay clip_range linearly to 0 over train_steps")
     d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
     d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
-    d("pi_init_gain", 0.01, "ortho_init: the policy head's gain, each output's weights of norm this (seed B's "
-      "normalized_columns_initializer: 0.001)", bound=above(0))
+    d("pi_init_gain", 0.01, "ortho_init: the policy head's gain, each output's weights of norm this "
+      "(elite_buffer_vtrace's normalized_columns_initializer: 0.001)", bound=above(0))
     d("log_std_init", 0.0, "initial log-std of the Gaussian policy (Box actions)", bound=FINITE)
     d("action_bounds", "clip", "how a Gaussian action meets the Box: clip, tanh (squash and rescale) or none",
       bound=one_of("clip", "tanh", "none"))
@@ -53,29 +53,30 @@ def on_policy() -> HParams:
     d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)",
       bound=one_of("adam", "rmsprop"))
     d("rmsprop_alpha", 0.99, "RMSprop's smoothing constant (optimizer=rmsprop)", bound=between(0, 1, high_open=True))
-    d("summed_eps", 0.0, "the optimizer's epsilon as given for a loss SUMMED over a batch (seed B's RMSprop 0.01): "
-      "the agent uses it / the elements its mean loss averages (num_steps x batch sequences), replacing adam_eps "
-      "(0: off, adam_eps as set)", bound=at_least(0))
-    d("summed_clip", 0.0, "the gradient-norm clip as given for a loss SUMMED over a batch (seed B's 40): the agent "
-      "uses it / the elements its mean loss averages, replacing max_grad_norm (0: off)", bound=at_least(0))
+    d("summed_eps", 0.0, "the optimizer's epsilon as given for a loss SUMMED over a batch "
+      "(elite_buffer_vtrace's RMSprop 0.01): the agent uses it / the elements its mean loss averages (num_steps x "
+      "batch sequences), replacing adam_eps (0: off, adam_eps as set)", bound=at_least(0))
+    d("summed_clip", 0.0, "the gradient-norm clip as given for a loss SUMMED over a batch "
+      "(elite_buffer_vtrace's 40): the agent uses it / the elements its mean loss averages, replacing max_grad_norm "
+      "(0: off)", bound=at_least(0))
     # asynchronous collection (num_workers > 0): the policy lag and its corrections
     d("vtrace", False, "advantages and value targets by V-trace (Espeholt et al. 2018) against the learner's current "
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
     d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets", bound=above(0))
     d("vtrace_c", 1.0, "V-trace's c-bar: clip of the importance ratio that carries the trace", bound=above(0))
-    d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage (seed B's "
-      "c_const)", bound=above(0))
-    # seed B's V-trace agent (agent=impala, REFERENCE 5.1-5.4): sequence replay, CLEAR, LASER
+    d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage "
+      "(elite_buffer_vtrace's c_const)", bound=above(0))
+    # elite_buffer_vtrace's V-trace agent (agent=impala): sequence replay, CLEAR, LASER
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]',
-      "impala: seed B's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, standard: uniform "
-      "with replacement, custom: elite/attentive sampling, elite insertion) with sample_ratios summing to 1; the "
-      "default is seed B's 'no replay'")
+      "impala: elite_buffer_vtrace's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, "
+      "standard: uniform with replacement, custom: elite/attentive sampling, elite insertion) with sample_ratios "
+      "summing to 1; the default is elite_buffer_vtrace's 'no replay'")
     d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
       "10 x batch_rollouts) sequences", bound=between(0, 1))
     d("lr_end_value", 0.0, "impala with lr_decay: the rate decays polynomially (power lr_decay_power) to this over "
       "lr_scheduler_steps batches", bound=between(0, 1))
     d("lr_decay_power", 1.0, "impala with lr_decay: the power of the polynomial decay, lr_end_value + (lr - "
-      "lr_end_value) (1 - batches / lr_scheduler_steps)^power (seed B: 2)", bound=above(0))
+      "lr_end_value) (1 - batches / lr_scheduler_steps)^power (elite_buffer_vtrace: 2)", bound=above(0))
     d("lr_scheduler_steps", 10000, "impala: batches over which lr decays (lr_decay) and elite sampling's lambda "
       "anneals (with alfa_annealing_factor)", bound=at_least(1))
     d("clear_policy_coef", 0.0, "impala: CLEAR's policy cloning, + this x mean KL(pi || mu) (Rolnick et al. 2019: "
@@ -89,14 +90,14 @@ def on_policy() -> HParams:
     d("probe_interval", 1, "impala: updates between probe-set KL measurements (1: every update, one probe pass each; "
       "n > 1: two passes every n updates)", bound=at_least(1))
     d("replay_caching", False, "impala: prepare the next replayed batch in a background thread while the learner "
-      "steps (seed B's caching)")
-    # elite experience replay (seed B, REFERENCE 5.4): per-step feature vectors from the model
+      "steps (elite_buffer_vtrace's caching)")
+    # elite experience replay (elite_buffer_vtrace): per-step feature vectors from the model
     d("feature_head", False, "the model also gives feature vectors: the policy torso's activation (before any GRU), "
       "through the scaling layer if feature_scaling_layer")
-    d("feature_scaling_layer", True, "features through seed B's untrained Linear(torso width -> feature_size) "
-      "(False: the torso's activation itself, its width)")
-    d("feature_size", 512, "width of the feature vectors with feature_scaling_layer (seed B's feature_out_layer_size)",
-      bound=at_least(0))
+    d("feature_scaling_layer", True, "features through elite_buffer_vtrace's untrained Linear(torso width -> "
+      "feature_size) (False: the torso's activation itself, its width)")
+    d("feature_size", 512, "width of the feature vectors with feature_scaling_layer (elite_buffer_vtrace's "
+      "feature_out_layer_size)", bound=at_least(0))
     d("batch_rollouts", 0, "with workers: env trajectories of num_steps in one learner update (0: num_workers x "
       "worker envs)", bound=at_least(0))
     hp.activation = "tanh"

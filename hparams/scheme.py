@@ -1,41 +1,41 @@
-"""Sets of the Scheme's named architectures (rl/parallel; docs/scheme.md maps seed A's Table 4 onto settings).
+"""Sets of the Scheme's named architectures (rl/parallel; docs/scheme.md maps PyTorchRL's Table 4 onto settings).
 
-- `impala`: seed B's V-trace actor-critic (its README's command: `--batch_size=10 --r_f_steps=10 --worker_count=2
-  --envs_per_worker=2`) with a constant learning rate of 4.8e-4, IMPALA's (REFERENCE 6.4), not seed B's (8e-4
-  decayed with power 2 to 1e-5: the `*_seaquest` / `*_breakout` sets below); seed B's RMSprop epsilon 0.01, gradient
-  norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error (REFERENCE 5.1). B's epsilon and clip are for its
-  loss SUMMED over the k = r_f_steps x batch_size elements of a batch, stepped by torch.optim.RMSprop (alpha 0.99, not
-  centered), whose epsilon sits outside the square root: p -= lr g / (sqrt(v) + eps). Our `vtrace` loss is the MEAN
-  over the same elements, B's loss / k, so its gradient is g / k, v becomes v / k^2 and sqrt(v) becomes sqrt(v) / k;
-  the step lr (g / k) / (sqrt(v) / k + eps') equals B's lr g / (sqrt(v) + eps) exactly when eps' = eps / k, and a
-  global-norm clip commutes with the scale (clip(g / k, c / k) = clip(g, c) / k), so c' = c / k. The sets give B's
-  values as `summed_eps` 0.01 and `summed_clip` 40 and the agent divides them by the k of the run, whatever overrides
-  `num_steps` or `batch_rollouts` (k = 10 x 10: 1e-4 and 0.4); the learning rate needs no change (RMSprop divides the
-  scale out), and centering would not change the rule (v - m^2 scales by 1 / k^2 too). With TF's convention (epsilon
-  inside the root) the rescale would be eps / k^2 instead. This set learns from fresh rollouts only; seed B's replay,
+- `impala`: elite_buffer_vtrace's V-trace actor-critic (its README's command: `--batch_size=10 --r_f_steps=10
+  --worker_count=2 --envs_per_worker=2`) with a constant learning rate of 4.8e-4, IMPALA's (deepmind/scalable_agent),
+  not elite_buffer_vtrace's (8e-4 decayed with power 2 to 1e-5: the `*_seaquest` / `*_breakout` sets below);
+  elite_buffer_vtrace's RMSprop epsilon 0.01, gradient norm clip 40, entropy 0.01, value 0.5 x 1/2 on the squared error
+  (its `agent/algorithms/v_trace.py`). These epsilon and clip are for its loss SUMMED over the k = r_f_steps x
+  batch_size elements of a batch, stepped by torch.optim.RMSprop (alpha 0.99, not centered), whose epsilon sits outside
+  the square root: p -= lr g / (sqrt(v) + eps). Our `vtrace` loss is the MEAN over the same elements, its loss / k, so
+  its gradient is g / k, v becomes v / k^2 and sqrt(v) becomes sqrt(v) / k; the step lr (g / k) / (sqrt(v) / k + eps')
+  equals elite_buffer_vtrace's lr g / (sqrt(v) + eps) exactly when eps' = eps / k, and a global-norm clip commutes with
+  the scale (clip(g / k, c / k) = clip(g, c) / k), so c' = c / k. The sets give elite_buffer_vtrace's values as
+  `summed_eps` 0.01 and `summed_clip` 40 and the agent divides them by the k of the run, whatever overrides `num_steps`
+  or `batch_rollouts` (k = 10 x 10: 1e-4 and 0.4); the learning rate needs no change (RMSprop divides the scale out),
+  and centering would not change the rule (v - m^2 scales by 1 / k^2 too). With TF's convention (epsilon inside the
+  root) the rescale would be eps / k^2 instead. This set learns from fresh rollouts only; elite_buffer_vtrace's replay,
   elite replay and CLEAR are the Pong sets below.
-- `impala_pong`, `elite_impala_pong`, `attentive_impala_pong`: seed B's agent (agent=impala, rl/agents/impala.py)
-  with its replay, elite replay and attentive replay on Pong; `impala_cartpole`: `impala` on CartPole, fresh rollouts
-  only (agent a2c with the vtrace loss). The Pong sets use the Nature CNN (9.3M multiply-adds a frame stack) and
-  IMPALA's constant lr 4.8e-4, not seed B's network and schedule: seed B's own network (`model/network.py`,
-  `torso=elite_cnn`) is three 3x3 convolutions of 64 (stride 3), 64 (stride 2) and 128 (stride 2) channels and a
-  512-wide ReLU layer that its elite replay reads as the feature vector, on raw 0-255 pixels: 13.0M multiply-adds,
-  1.4 times the Nature CNN's. The IMPALA CNN (`--hparam_override torso=impala_cnn`) is 5 times the Nature CNN's
-  compute per frame and ran this set at 119 agent steps/s on 2 cores, against about 730 with the Nature CNN.
-- `appo_atari`: seed C's Sample Factory APPO for Atari (rollout 128, 4 epochs, clip 0.1, Adam eps 1e-5, value 0.5,
-  GAE 0.95, V-trace rho = c = 1, Nature CNN, linear decay) with Sample Factory's own Atari defaults
-  (`sf_examples/atari/atari_params.py`) where seed C's values do not learn Pong in the first million steps:
-  minibatches of 256 (16 gradient steps per 1024 agent steps), Adam 2.5e-4, entropy 0.01, gradient clip 0.5.
-  Seed C's batch_size 1024 x num_batches_per_epoch 8 x 4 epochs is 4 steps per 1024 agent steps, a throughput
-  setting for its 32 envs and 2B steps; `ppo_atari` takes 12 and `impala_pong` about 10. With it (and seed C's
-  entropy 4.68e-4, lr 3.03e-4, no clipping) `appo_atari` was still at random play after 1.12M steps (-20.4, entropy
-  0.67); entropy 0.01 alone did not change its course (entropy 1.698 at 155k against 1.739); with these settings it
-  left random play (-19.3 at 900k, benchmarks/pong_learning.py). Seed C's config also asks for normalize_returns,
-  which Sample Factory refuses with V-trace ("Normalized returns are not supported with vtrace!", cfg
-  verification) and which the agent refuses too: standardised (zero-mean) V-trace targets, unpredictable early on,
-  teach the shared torso to output a constant by shrinking its features (mean feature norm 5.7 -> 0.8 in 30 updates
-  on Pong), and the policy head that reads them stays uniform (entropy 1.789 of 1.792 at 1M steps). Pong's rewards
-  are clipped to +-1: the returns need no rescaling.
+- `impala_pong`, `elite_impala_pong`, `attentive_impala_pong`: elite_buffer_vtrace's agent (agent=impala,
+  rl/agents/impala.py) with its replay, elite replay and attentive replay on Pong; `impala_cartpole`: `impala` on
+  CartPole, fresh rollouts only (agent a2c with the vtrace loss). The Pong sets use the Nature CNN (9.3M multiply-adds a
+  frame stack) and IMPALA's constant lr 4.8e-4, not elite_buffer_vtrace's network and schedule: its own network
+  (`model/network.py`, `torso=elite_cnn`) is three 3x3 convolutions of 64 (stride 3), 64 (stride 2) and 128 (stride 2)
+  channels and a 512-wide ReLU layer that its elite replay reads as the feature vector, on raw 0-255 pixels: 13.0M
+  multiply-adds, 1.4 times the Nature CNN's. The IMPALA CNN (`--hparam_override torso=impala_cnn`) is 5 times the Nature
+  CNN's compute per frame and ran this set at 119 agent steps/s on 2 cores, against about 730 with the Nature CNN.
+- `appo_atari`: the Sample Factory 2 APPO configuration for Atari (rollout 128, 4 epochs, clip 0.1, Adam eps 1e-5, value
+  0.5, GAE 0.95, V-trace rho = c = 1, Nature CNN, linear decay) with Sample Factory's own Atari defaults
+  (`sf_examples/atari/atari_params.py`) where that configuration's values do not learn Pong in the first million steps:
+  minibatches of 256 (16 gradient steps per 1024 agent steps), Adam 2.5e-4, entropy 0.01, gradient clip 0.5. Its
+  batch_size 1024 x num_batches_per_epoch 8 x 4 epochs is 4 steps per 1024 agent steps, a throughput setting for its 32
+  envs and 2B steps; `ppo_atari` takes 12 and `impala_pong` about 10. With it (and its entropy 4.68e-4, lr 3.03e-4, no
+  clipping) `appo_atari` was still at random play after 1.12M steps (-20.4, entropy 0.67); entropy 0.01 alone did not
+  change its course (entropy 1.698 at 155k against 1.739); with these settings it left random play (-19.3 at 900k,
+  benchmarks/pong_learning.py). The configuration also asks for normalize_returns, which Sample Factory refuses with
+  V-trace ("Normalized returns are not supported with vtrace!", cfg verification) and which the agent refuses too:
+  standardised (zero-mean) V-trace targets, unpredictable early on, teach the shared torso to output a constant by
+  shrinking its features (mean feature norm 5.7 -> 0.8 in 30 updates on Pong), and the policy head that reads them stays
+  uniform (entropy 1.789 of 1.792 at 1M steps). Pong's rewards are clipped to +-1: the returns need no rescaling.
 - `a3c_cartpole`: ChainerRL's A3C (Mnih et al. 2016): 200-200 MLP, t_max 5, RMSprop, 2 asynchronous gradient workers.
 - `apex_dqn_cartpole`: Ape-X (Horgan et al. 2018): `dqn_cartpole` fed by 2 asynchronous collection workers into a
   prioritized memory with 3-step returns; worker i of N explores with its own fixed epsilon 0.4 ** (1 + 7 i / (N - 1))
@@ -54,26 +54,27 @@ from rl.registry import hparams
 
 @hparams.register
 def impala() -> HParams:
-    """Seed B's V-trace agent: 2 workers x 2 envs, batches of 10 sequences of r_f_steps 10, RMSprop."""
+    """elite_buffer_vtrace's V-trace agent: 2 workers x 2 envs, batches of 10 sequences of r_f_steps 10, RMSprop."""
     hp = a2c()
     hp.grad_comp = "vtrace"
     hp.num_workers, hp.num_envs = 2, 2
     hp.num_steps, hp.batch_rollouts = 10, 10  # r_f_steps, batch_size
     hp.epochs, hp.batch_size, hp.normalize_advantage = 1, 0, False
-    # B sums its loss over the k = r_f_steps x batch_size elements of a batch; our `vtrace` loss is their mean, B's
-    # loss / k: gradients and RMSprop's sqrt(v) are k times smaller, so the agent divides torch's eps (outside the
-    # sqrt) and the global-norm clip by k, recomputed from whatever num_steps and batch size the run has
+    # elite_buffer_vtrace sums its loss over the k = r_f_steps x batch_size elements of a batch; our `vtrace` loss is
+    # their mean, its loss / k: gradients and RMSprop's sqrt(v) are k times smaller, so the agent divides torch's eps
+    # (outside the sqrt) and the global-norm clip by k, recomputed from whatever num_steps and batch size the run has
     # (tests/grad_comp/test_impala_optimizer_scale.py)
-    hp.optimizer, hp.lr, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.99  # lr: IMPALA's (REFERENCE 6.4); B's is 8e-4
-    hp.summed_eps, hp.summed_clip = 0.01, 40.0  # B's RMSprop eps and clip
+    hp.optimizer, hp.lr, hp.rmsprop_alpha = "rmsprop", 4.8e-4, 0.99  # lr: IMPALA's; elite_buffer_vtrace's is 8e-4
+    hp.summed_eps, hp.summed_clip = 0.01, 40.0  # elite_buffer_vtrace's RMSprop eps and clip
     hp.ent_coef = 0.01
-    hp.vf_coef = 0.25  # B: 0.5 x 1/2 (v - V)^2; our value loss is the unhalved squared error
+    hp.vf_coef = 0.25  # elite_buffer_vtrace: 0.5 x 1/2 (v - V)^2; our value loss is the unhalved squared error
     hp.gamma = 0.99
     hp.col_communication = "async"
     return hp
 
 
-# seed B's --replay_parameters: its first command, its elite command, and the attentive variant of the elite one
+# elite_buffer_vtrace's --replay_parameters: its first command, its elite command, and the attentive variant of the
+# elite one
 SEED_B_REPLAY = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
                  '{"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]')
 SEED_B_ELITE = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", '
@@ -83,8 +84,8 @@ SEED_B_ATTENTIVE = SEED_B_ELITE.replace("elite_sampling", "attentive_sampling")
 
 
 def _seed_b(hp: HParams, replay: str) -> HParams:
-    """Seed B's agent (agent=impala): batches of batch_rollouts sequences composed from `replay`'s buffers, with
-    CLEAR's cloning terms on (B's defaults, 0.05 and 0.005; REFERENCE 5.1)."""
+    """elite_buffer_vtrace's agent (agent=impala): batches of batch_rollouts sequences composed from `replay`'s
+    buffers, with CLEAR's cloning terms on (elite_buffer_vtrace's defaults, 0.05 and 0.005)."""
     hp.agent, hp.replay_parameters = "impala", replay
     hp.clear_policy_coef, hp.clear_value_coef = 0.05, 0.005
     hp.feature_head = any(getattr(spec, "sample_strategy", None) or getattr(spec, "insert_strategy", None)
@@ -93,7 +94,7 @@ def _seed_b(hp: HParams, replay: str) -> HParams:
 
 
 def _pong(hp: HParams) -> HParams:
-    """On PongNoFrameskip-v4 with the Nature CNN (not seed B's network: `elite_cnn`)."""
+    """On PongNoFrameskip-v4 with the Nature CNN (not elite_buffer_vtrace's network: `elite_cnn`)."""
     hp = _atari(hp)
     hp.torso = "nature_cnn"
     hp.activation = "relu"
@@ -110,43 +111,46 @@ def _pong(hp: HParams) -> HParams:
 
 @hparams.register
 def impala_pong() -> HParams:
-    """Seed B's first command on Pong: `impala` with its replay, half fresh (queue 1) and half replayed (standard
-    1000) sequences a batch, and CLEAR."""
+    """elite_buffer_vtrace's first command on Pong: `impala` with its replay, half fresh (queue 1) and half replayed
+    (standard 1000) sequences a batch, and CLEAR."""
     return _seed_b(_pong(impala()), SEED_B_REPLAY)
 
 
 @hparams.register
 def elite_impala_pong() -> HParams:
-    """Seed B's elite command on Pong: half the batch elite-sampled from a custom buffer of 1000 (ln_norm distances
-    of the feature vectors, a pool of lambda = 6 x 5 annealed to 1 over 2 x lr_scheduler_steps batches, strategy3),
-    half fresh. On Breakout and Seaquest (the games seed B reports): --env BreakoutNoFrameskip-v4."""
+    """elite_buffer_vtrace's elite command on Pong: half the batch elite-sampled from a custom buffer of 1000
+    (ln_norm distances of the feature vectors, a pool of lambda = 6 x 5 annealed to 1 over 2 x lr_scheduler_steps
+    batches, strategy3), half fresh. On Breakout and Seaquest (the games elite_buffer_vtrace reports): --env
+    BreakoutNoFrameskip-v4."""
     return _seed_b(_pong(impala()), SEED_B_ELITE)
 
 
 @hparams.register
 def attentive_impala_pong() -> HParams:
-    """`elite_impala_pong` with seed B's modified attentive replay: the candidates most similar to the newest
-    rollout's last acted observation first (REFERENCE 5.3)."""
+    """`elite_impala_pong` with elite_buffer_vtrace's modified attentive replay (after Sun et al. 2020's Attentive
+    Experience Replay): the candidates most similar to the newest rollout's last acted observation first."""
     return _seed_b(_pong(impala()), SEED_B_ATTENTIVE)
 
 
-# seed B's published experiment (`multi_train.py`, the script behind its README's figures, with option_flags.py's
-# defaults where it sets none): the freshest sequences and a buffer of 10,000, in that order; the ratio is the one
-# the figure's file name gives (breakout_..._ratio_5_5, seaquest_..._ratio_8_2), read in the listed order
+# elite_buffer_vtrace's published experiment (`multi_train.py`, the script behind its README's figures, with
+# option_flags.py's defaults where it sets none): the freshest sequences and a buffer of 10,000, in that order; the
+# ratio is the one the figure's file name gives (breakout_..._ratio_5_5, seaquest_..._ratio_8_2), read in the listed
+# order
 SEED_B_CAPACITY = 10_000
 EXPERIMENT_RATIOS = {"seaquest": (0.8, 0.2), "breakout": (0.5, 0.5)}  # (queue, replay)
 SAMPLINGS = {
     "uniform": {"type": "standard"},
     "elite": {"type": "custom", "dist_function": "ln_norm", "sample_strategy": "elite_sampling",
               "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"},
-    # the ablation: strategy 3 with random distances, so only the sampling counter ranks (not seed B's)
+    # the ablation: strategy 3 with random distances, so only the sampling counter ranks (not elite_buffer_vtrace's)
     "counter": {"type": "custom", "dist_function": "random", "sample_strategy": "elite_sampling",
                 "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"},
 }
 
 
 def experiment_replay(game: str, sampling: str) -> str:
-    """The `replay_parameters` of seed B's experiment on `game` with `sampling` (uniform, elite or counter)."""
+    """The `replay_parameters` of elite_buffer_vtrace's experiment on `game` with `sampling` (uniform, elite or
+    counter)."""
     queue, replay = EXPERIMENT_RATIOS[game]
     buffers = [{"type": "queue", "capacity": 1, "sample_ratio": queue},
                {**SAMPLINGS[sampling], "capacity": SEED_B_CAPACITY, "sample_ratio": replay}]
@@ -154,8 +158,8 @@ def experiment_replay(game: str, sampling: str) -> str:
 
 
 def _experiment(game: str, sampling: str) -> HParams:
-    """Seed B's experiment on `game`: its network, schedule and settings; the sets of one game differ only in
-    `replay_parameters` (and the feature head that ranking needs)."""
+    """elite_buffer_vtrace's experiment on `game`: its network, schedule and settings; the sets of one game differ only
+    in `replay_parameters` (and the feature head that ranking needs)."""
     hp = _seed_b(_atari(impala()), experiment_replay(game, sampling))
     hp.env = f"{game.capitalize()}NoFrameskip-v4"
     hp.torso, hp.shared_torso, hp.activation = "elite_cnn", True, "relu"
@@ -167,8 +171,8 @@ def _experiment(game: str, sampling: str) -> HParams:
     hp.replay_caching = True  # --caching
     hp.training_fill_in_factor = 0.2
     hp.train_steps = 3_000_000  # 12M frames, the figures' range
-    # ours, not seed B's: greedy evaluations for rliable's statistics, the volatility probe, bf16 forward passes as
-    # the Pong sets, and one checkpoint kept (the buffers make it about 5 GB)
+    # ours, not elite_buffer_vtrace's: greedy evaluations for rliable's statistics, the volatility probe, bf16 forward
+    # passes as the Pong sets, and one checkpoint kept (the buffers make it about 5 GB)
     hp.eval_deterministic, hp.eval_interval, hp.eval_episodes = True, 100_000, 8
     hp.probe_size = 256
     hp.torch_threads = 1
@@ -179,14 +183,15 @@ def _experiment(game: str, sampling: str) -> HParams:
 
 @hparams.register
 def elite_impala_seaquest() -> HParams:
-    """Seed B's Seaquest experiment, elite arm: queue 1 @0.8 + custom 10000 @0.2 (ln_norm, strategy3, lambda 6,
-    alfa 2), T 50, batch 10, 7 workers x 5 envs, elite_cnn, lr 8e-4 -> 1e-5 (power 2) over 70,000 batches, caching."""
+    """elite_buffer_vtrace's Seaquest experiment, elite arm: queue 1 @0.8 + custom 10000 @0.2 (ln_norm, strategy3,
+    lambda 6, alfa 2), T 50, batch 10, 7 workers x 5 envs, elite_cnn, lr 8e-4 -> 1e-5 (power 2) over 70,000 batches,
+    caching."""
     return _experiment("seaquest", "elite")
 
 
 @hparams.register
 def uniform_impala_seaquest() -> HParams:
-    """`elite_impala_seaquest` with uniform sampling: standard 10000 @0.2, seed B's "normal replay"."""
+    """`elite_impala_seaquest` with uniform sampling: standard 10000 @0.2, elite_buffer_vtrace's "normal replay"."""
     return _experiment("seaquest", "uniform")
 
 
@@ -199,8 +204,8 @@ def counter_impala_seaquest() -> HParams:
 
 @hparams.register
 def elite_impala_breakout() -> HParams:
-    """Seed B's Breakout experiment, elite arm: `elite_impala_seaquest`'s settings with queue 1 @0.5 + custom 10000
-    @0.5."""
+    """elite_buffer_vtrace's Breakout experiment, elite arm: `elite_impala_seaquest`'s settings with queue 1 @0.5 +
+    custom 10000 @0.5."""
     return _experiment("breakout", "elite")
 
 
@@ -227,20 +232,20 @@ def impala_cartpole() -> HParams:
 
 @hparams.register
 def appo_atari() -> HParams:
-    """Sample Factory's APPO on PongNoFrameskip-v4 (seed C's, with SF's Atari minibatches, rate, entropy and clip): 8
-    envs x 128 steps a batch of 1024, 4 minibatches, 4 epochs, V-trace against the learner's policy, Nature CNN, 2
-    collection workers."""
+    """Sample Factory's APPO on PongNoFrameskip-v4 (the Sample Factory 2 APPO configuration, with SF's Atari
+    minibatches, rate, entropy and clip): 8 envs x 128 steps a batch of 1024, 4 minibatches, 4 epochs, V-trace against
+    the learner's policy, Nature CNN, 2 collection workers."""
     hp = _atari(ppo())
     hp.num_workers, hp.num_envs = 2, 4
     hp.num_steps, hp.batch_rollouts = 128, 8
-    hp.batch_size, hp.epochs = 256, 4  # Sample Factory's Atari default; seed C: 1024 (see the module docstring)
+    hp.batch_size, hp.epochs = 256, 4  # Sample Factory's Atari default; the configuration: 1024 (module docstring)
     hp.clip_range, hp.clip_decay = 0.1, False
-    hp.lr, hp.lr_decay, hp.adam_eps = 2.5e-4, True, 1e-5  # seed C: 3.03e-4
-    hp.vf_coef, hp.ent_coef = 0.5, 0.01  # seed C's entropy: 4.68e-4
+    hp.lr, hp.lr_decay, hp.adam_eps = 2.5e-4, True, 1e-5  # the configuration: 3.03e-4
+    hp.vf_coef, hp.ent_coef = 0.5, 0.01  # the configuration's entropy: 4.68e-4
     hp.gamma, hp.gae_lambda = 0.99, 0.95
-    hp.max_grad_norm = 0.5  # seed C: 0 (none)
+    hp.max_grad_norm = 0.5  # the configuration: 0 (none)
     hp.vtrace, hp.vtrace_rho, hp.vtrace_c = True, 1.0, 1.0
-    hp.normalize_returns = False  # seed C's True is refused with V-trace by Sample Factory and by the agent (above)
+    hp.normalize_returns = False  # the configuration's True: refused with V-trace by Sample Factory and the agent
     hp.shared_torso = True
     hp.activation = "relu"
     hp.precision = "bf16"

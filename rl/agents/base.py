@@ -1,6 +1,6 @@
 """The batched agent interface (Acme's select_action/observe/update; ChainerRL's batch_act/batch_observe).
 
-The loop in `rl/run.py` calls, for N envs at once:
+The loop calls, for N envs at once (act and observe in rl/collector.py, update in rl/trainer.py's `SingleProcess.step`):
     actions = agent.act(obs)                          # numpy [N, ...]
     agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
     diagnostics = agent.update()                      # {} unless the algorithm's schedule says to learn

@@ -1,6 +1,6 @@
 """Memory registry: storage plus a sampler. Off-policy memories return `Transitions` batches."""
 
-from rl.memory import (  # noqa: F401  (replay family, issue 5)
+from rl.memory import (  # noqa: F401  (imported to register their members)
     attentive,
     mixed,
     prioritized,

@@ -6,17 +6,19 @@ state(s), and keeps the k nearest. lambda starts at `attentive_lambda` and falls
 over the first `attentive_anneal_fraction` of the run (the paper's "bias annealing"; no importance weights).
 
 Where the two inputs come from (memory/ knows nothing of models):
-- The current state: by default the `next_obs` of the newest batch added, i.e. where each env is now (B's "last state
-  of the most recently inserted rollout", ../shared/REFERENCE.md 5.3); where batches of several workers each hold
-  some env rows (`add(..., rows=...)`), the newest `next_obs` of every row seen. An agent may instead call
-  `set_reference(obs)` with the observations it just acted on; the newest of the two is used. With N envs a candidate's
-  distance is the one to its nearest current state. `close_rows(rows)` drops those rows' states from the reference
-  (their envs restarted, or their steps were dropped: the rows' envs are no longer there) until the rows add again.
+- The current state: by default the `next_obs` of the newest batch added, i.e. where each env is now
+  (elite_buffer_vtrace's modified AER uses "the last state of the most recently inserted rollout"); where batches
+  of several workers each hold some env rows (`add(..., rows=...)`), the newest `next_obs` of every row seen. An
+  agent may instead call `set_reference(obs)` with the observations it just acted on; the newest of the two is used.
+  With N envs a candidate's distance is the one to its nearest current state. `close_rows(rows)` drops those rows'
+  states from the reference (their envs restarted, or their steps were dropped: the rows' envs are no longer there)
+  until the rows add again.
 - The features: with `attentive_features=obs` the flattened raw observations (any agent, nothing to wire; frame
   stacked memories compare the decoded pixels, not the frame ids); with
   `attentive_features=model` a function the agent hands over with `set_feature_fn(fn)` (DQN passes its torso), called
   on a torch batch without gradients at sampling time, so the features are the current network's.
-Similarity is the negative Euclidean distance between features (the paper leaves F open; B uses the same L2 norm).
+Similarity is the negative Euclidean distance between features (the paper leaves F open; elite_buffer_vtrace uses
+the same L2 norm).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Elite experience replay's ranking machinery (seed B, elite_buffer_vtrace; ../shared/REFERENCE.md 5.4).
+"""Elite experience replay's ranking machinery (elite_buffer_vtrace's elite sampling and insertion).
 
 A replayed sequence is ranked by how far the current model's features of its states (the target features) have moved
 from those the worker recorded while acting (the behaviour features): its "off-policiness". This file holds the parts
-that know nothing of buffers or models, so the `elite` memory (and seed B's attentive sampling, which ranks by the
-distance to the newest state with the same pool and strategies, REFERENCE 5.3) can share them:
+that know nothing of buffers or models, so the `elite` memory (and elite_buffer_vtrace's attentive sampling, which ranks
+by the distance to the newest state with the same pool and strategies) can share them:
 - the distance functions, one batched computation over [B, T, F] feature tensors;
 - `EliteSampler`: the uniform pool of lambda * k candidates, lambda annealed to 1 (plain uniform replay), and the four
   selection strategies, reproducing the published `EliteSampleStrategy.sample` (with a guard where it hangs);
@@ -51,7 +51,8 @@ DISTANCES: dict[str, Callable[..., torch.Tensor]] = {"ln_norm": ln_norm, "cos_di
 
 
 def distance_fn(name: str, p: float = 2.0) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The distance `name` as f(behaviour, target) -> [B]; `p` is used by `ln_norm` only (seed B's `p` key)."""
+    """The distance `name` as f(behaviour, target) -> [B]; `p` (elite_buffer_vtrace's `p` key) is used by `ln_norm`
+    only."""
     if name not in DISTANCES:
         raise ConfigError(f"unknown dist_function {name!r}: valid: {', '.join(DISTANCES)}")
     if name == "ln_norm":
@@ -74,7 +75,8 @@ class Pool(NamedTuple):
 
 
 class EliteSampler:
-    """The lambda pool with its annealing, and strategies 1-4 over the ranked pool (REFERENCE 5.4).
+    """The lambda pool with its annealing, and strategies 1-4 over the ranked pool (as elite_buffer_vtrace's
+    `EliteSampleStrategy`).
 
     Use: `draw = pool(n_valid)`; if `draw.uniform`, the share is `draw.indices`; else compute the distance of every
     entry of `draw.indices` (duplicates included) and call `select(draw.indices, distances, counters[draw.indices])`.

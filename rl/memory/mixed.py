@@ -1,5 +1,5 @@
 """Mixed memories: several buffers, each filled with every transition, a batch drawn from each by its `sample_ratio`
-(the elite_buffer_vtrace platform's `--replay_parameters`, ../shared/REFERENCE.md 5.2; with a fresh `queue` and a
+(the elite_buffer_vtrace platform's `--replay_parameters`; with a fresh `queue` and a
 `replay`, CLEAR's half-fresh, half-replayed batches, Rolnick et al. 2019).
 
 `replay_parameters` is one JSON string, a list of buffers:

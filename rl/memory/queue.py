@@ -1,5 +1,5 @@
 """A FIFO of the freshest transitions: the on-policy part of a mixed batch (CLEAR, Rolnick et al. 2019; LASER,
-Schmitt et al. 2020), as the `queue` buffer of the elite_buffer_vtrace platform (../shared/REFERENCE.md, 5.2).
+Schmitt et al. 2020), as the `queue` buffer of the elite_buffer_vtrace platform (its `--replay_parameters`).
 
 It holds the last `capacity` transitions and `sample(k)` returns the k freshest, newest first, cycling through what it
 holds when k exceeds it (capacity 1: the whole share is the latest transition). Unlike the platform's queue, sampling

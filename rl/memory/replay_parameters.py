@@ -1,7 +1,7 @@
-"""Seed B's `--replay_parameters` (elite_buffer_vtrace; ../shared/REFERENCE.md 5.2, 5.4): the list of buffers a V-trace
-batch is composed from, parsed into frozen, typed specs, one per buffer in the listed order.
+"""elite_buffer_vtrace's `--replay_parameters`: the list of buffers a V-trace batch is composed from, parsed into
+frozen, typed specs, one per buffer in the listed order.
 
-Accepted as the seed's commands write it, e.g.
+Accepted as elite_buffer_vtrace's commands write it, e.g.
 `[{"type":"custom","capacity":1000,"sample_ratio":0.5,"dist_function":"ln_norm","sample_strategy":"elite_sampling",
 "lambda_batch_multiplier":6,"alfa_annealing_factor":2.0},{"type":"queue","capacity":1,"sample_ratio":0.5}]`.
 Keys, defaults and ranges follow the published schema (`utils/parameter_schema.py`): `queue` and `standard` take
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from rl.errors import ConfigError
 
 TYPES = ("queue", "standard", "custom")
-ALIASES = {"replay": "standard"}  # the name the transition-level mixed memory uses for seed B's `standard`
+ALIASES = {"replay": "standard"}  # the transition-level mixed memory's name for elite_buffer_vtrace's `standard`
 DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div", "random")  # random: ours, the ablation (no features read)
 SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
 INSERT_STRATEGIES = ("elite_insertion",)
@@ -111,7 +111,7 @@ def _spec(i: int, item) -> ReplaySpec:
 
 
 def parse_replay_parameters(text: str | list) -> tuple[ReplaySpec, ...]:
-    """The buffers of seed B's `--replay_parameters` (a JSON list, or the list itself), in the listed order.
+    """The buffers of elite_buffer_vtrace's `--replay_parameters` (a JSON list, or the list itself), in listed order.
 
     JSON first; a Python literal (single quotes) is accepted too, as the published `literal_eval` does.
     """
@@ -137,9 +137,9 @@ def parse_replay_parameters(text: str | list) -> tuple[ReplaySpec, ...]:
 
 
 def shares(specs: tuple[ReplaySpec, ...], batch_size: int) -> list[int]:
-    """Each buffer's sequences per batch, batch_size * sample_ratio. Seed B's learner refuses a share that is not a
-    whole number ("Only whole number mini-batch size is allowed!"), and so does this, in one line; a share of zero
-    (a buffer never sampled) is refused too."""
+    """Each buffer's sequences per batch, batch_size * sample_ratio. elite_buffer_vtrace's learner refuses a share that
+    is not a whole number ("Only whole number mini-batch size is allowed!"), and so does this, in one line; a share
+    of zero (a buffer never sampled) is refused too."""
     counts = []
     for i, spec in enumerate(specs):
         share = batch_size * spec.sample_ratio
@@ -156,7 +156,7 @@ def shares(specs: tuple[ReplaySpec, ...], batch_size: int) -> list[int]:
 
 
 def fill_in_amount(spec: ReplaySpec, batch_size: int, training_fill_in_factor: float = 0.2) -> int:
-    """The sequences a buffer must hold before training starts (REFERENCE 5.2).
+    """The sequences a buffer must hold before training starts (elite_buffer_vtrace's fill-in rule).
 
     `standard`/`custom`: max(training_fill_in_factor * capacity, 10 * batch_size), rounded up, and at most the
     capacity: the published buffer also signals when it is full (so capacity 50 with batch_size 10 starts at 50), and

@@ -1,5 +1,5 @@
-"""Sequence replay for V-trace agents: buffers that hold whole worker rollouts (seed B, elite_buffer_vtrace;
-../shared/REFERENCE.md 5.2-5.4), one buffer per entry of `--replay_parameters`, a batch composed from them by ratio.
+"""Sequence replay for V-trace agents: buffers that hold whole worker rollouts (as elite_buffer_vtrace's), one buffer
+per entry of `--replay_parameters`, a batch composed from them by ratio.
 
 A stored item is one env's rollout of T steps, kept with the same information as `RolloutMemory`: the T acted
 observations and each step's real next observation (the final one where an episode ended), actions, rewards,
@@ -19,16 +19,16 @@ shared overflow area freed when the item is overwritten, so any slot can be over
 touching another item's frames.
 
 Buffers (all sample with the generator given, so a run with a checkpointed generator samples the same after resume):
-- `queue`: FIFO; `sample(k)` removes and returns the k oldest. It holds max(capacity, k) items, so a capacity-1
-  queue (seed B's fresh share) can serve k > 1: the published writer blocks on a full queue while the learner takes
-  one at a time, here rollouts arrive between batches and the oldest beyond that is dropped.
+- `queue`: FIFO; `sample(k)` removes and returns the k oldest. It holds max(capacity, k) items, so a capacity-1 queue
+  (elite_buffer_vtrace's fresh share) can serve k > 1: the published writer blocks on a full queue while the learner
+  takes one at a time, here rollouts arrive between batches and the oldest beyond that is dropped.
 - `standard`: circular, uniform with replacement.
 - `custom`: circular plus sampling counters (1 on store, +1 per draw), elite or attentive sampling through
-  `EliteSampler`, optional elite insertion. `dist_function=random` (ours, issue 31's ablation) ranks by uniform random
-  distances and reads no features, so strategy3 orders by the sampling counter alone. After a ranked draw,
-  `diagnostics` holds the mean distance of the chosen sequences and of the whole pool. The buffer stays model-free:
-  the caller passes `features_for(obs)`, mapping time-major observations [t, n, ...] to the current model's features
-  [t, n, F]; one batched call per sample covers the whole pool (its unique slots).
+  `EliteSampler`, optional elite insertion. `dist_function=random` (ours, the elite-against-uniform experiment's
+  ablation) ranks by uniform random distances and reads no features, so strategy3 orders by the sampling counter alone.
+  After a ranked draw, `diagnostics` holds the mean distance of the chosen sequences and of the whole pool. The buffer
+  stays model-free: the caller passes `features_for(obs)`, mapping time-major observations [t, n, ...] to the current
+  model's features [t, n, F]; one batched call per sample covers the whole pool (its unique slots).
 """
 
 from __future__ import annotations
@@ -276,8 +276,8 @@ class SequenceStore:
 
 
 class SequenceBuffer:
-    """A circular buffer of `capacity` rollouts (seed B's `standard`: uniform with replacement); the base of the
-    others. `sample` returns slot indices, `gather` the batch: gather before the next `add` (a queue's slots are
+    """A circular buffer of `capacity` rollouts (elite_buffer_vtrace's `standard`: uniform with replacement); the base
+    of the others. `sample` returns slot indices, `gather` the batch: gather before the next `add` (a queue's slots are
     reused)."""
 
     def __init__(self, spec: ReplaySpec, T: int, obs_shape: tuple, obs_dtype, batch_size: int, seed: int = 0,
@@ -296,7 +296,7 @@ class SequenceBuffer:
         return self.size
 
     def ready(self, batch_size: int, training_fill_in_factor: float = 0.2) -> bool:
-        """Whether it holds its fill-in amount (REFERENCE 5.2) and its share of a batch."""
+        """Whether it holds its fill-in amount (`fill_in_amount`) and its share of a batch."""
         need = fill_in_amount(self.spec, batch_size, training_fill_in_factor)
         return self.size >= max(need, 1)
 
@@ -346,9 +346,10 @@ class SequenceBuffer:
 
 
 class QueueBuffer(SequenceBuffer):
-    """Seed B's `queue`: FIFO, `sample(k)` removes and returns the k oldest. Holds max(capacity, share) rollouts
-    (dropping the oldest beyond), and is ready once it holds that many: a capacity-1 queue then serves a share of 5
-    from the 5 freshest rollouts, where the published learner would take them one at a time as the writers block."""
+    """elite_buffer_vtrace's `queue`: FIFO, `sample(k)` removes and returns the k oldest. Holds max(capacity, share)
+    rollouts (dropping the oldest beyond), and is ready once it holds that many: a capacity-1 queue then serves a share
+    of 5 from the 5 freshest rollouts, where the published learner would take them one at a time as the writers
+    block."""
 
     def _slots(self) -> int:
         return max(self.capacity, self.share)
@@ -378,15 +379,15 @@ class QueueBuffer(SequenceBuffer):
 
 
 class CustomBuffer(SequenceBuffer):
-    """Seed B's `custom`: circular with sampling counters, uniform, elite or attentive sampling, FIFO or elite
-    insertion (REFERENCE 5.3, 5.4)."""
+    """elite_buffer_vtrace's `custom`: circular with sampling counters, uniform, elite or attentive sampling, FIFO or
+    elite insertion."""
 
     def __init__(self, spec: CustomReplaySpec, T: int, obs_shape: tuple, obs_dtype, batch_size: int, seed: int = 0,
                  lr_scheduler_steps: int = 10000, **store_kw):
         super().__init__(spec, T, obs_shape, obs_dtype, batch_size, seed, **store_kw)
         self.counters = np.zeros(self.capacity, np.int64)
-        # dist_function=random (the ablation, not seed B's): uniform random distances, no features read, so strategy3
-        # ranks by the sampling counter alone and breaks its ties at random
+        # dist_function=random (the ablation, not elite_buffer_vtrace's): uniform random distances, no features read,
+        # so strategy3 ranks by the sampling counter alone and breaks its ties at random
         self.random = spec.dist_function == "random"
         self.distance = None if self.random else distance_fn(spec.dist_function, spec.p)
         self.diagnostics: dict[str, float] = {}  # the last ranked draw's mean distances: selected, and the pool's
@@ -528,5 +529,5 @@ def compose(buffers: Sequence[SequenceBuffer], batch_size: int, rng: np.random.G
 
 
 def naive_bytes_per_step(obs_shape: tuple, obs_dtype, T: int) -> float:
-    """Observation bytes per step when every item keeps its T+1 whole observations (seed B's `states`)."""
+    """Observation bytes per step when every item keeps its T+1 whole observations (elite_buffer_vtrace's `states`)."""
     return (T + 1) * math.prod(obs_shape) * np.dtype(obs_dtype).itemsize / T

@@ -3,7 +3,7 @@
 `models` knows nothing of algorithms: a builder takes the hparams and the env's spaces and returns an nn.Module.
 """
 
-from rl.models import (  # noqa: F401  (registers members)  # noqa: F401  (replay family, issue 5)
+from rl.models import (  # noqa: F401  (imported to register their members)
     actor_critic,  # noqa: F401
     cnn,
     continuous,  # noqa: F401

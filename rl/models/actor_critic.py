@@ -10,13 +10,13 @@ With `recurrent=True` each stream gets a GRU cell (Cho et al. 2014) after its to
 together (`StackedGRU`). The hidden state has shape [batch, streams, recurrent_hidden_size]; it is zeroed where an
 episode starts, both when acting step by step and when a minibatch replays stored sequences (`forward_sequence`).
 
-With `feature_head` the model also gives per-step feature vectors for elite experience replay (seed B, REFERENCE 5.4):
-the policy torso's activation (the shared torso's, or the policy stream's with two torsos; before the GRU, so they
-need no hidden state and a stored sequence's are recomputed in one batched pass over its frames), through seed B's
+With `feature_head` the model also gives per-step feature vectors for elite experience replay (elite_buffer_vtrace): the
+policy torso's activation (the shared torso's, or the policy stream's with two torsos; before the GRU, so they need no
+hidden state and a stored sequence's are recomputed in one batched pass over its frames), through elite_buffer_vtrace's
 scaling layer `Linear(out_dim -> feature_size)` with `feature_scaling_layer`, or that activation itself without it.
-Seed B never trains the scaling layer (its `ModelNetwork.features` is in the optimizer, but no loss reads it, so its
-gradient stays None): it is a fixed random projection. Here it is held in buffers, not parameters: it is in the
-state_dict (checkpointed, published to workers with the weights) but not in the optimizer's flat buffer, where it
+elite_buffer_vtrace never trains the scaling layer (its `ModelNetwork.features` is in the optimizer, but no loss reads
+it, so its gradient stays None): it is a fixed random projection. Here it is held in buffers, not parameters: it is in
+the state_dict (checkpointed, published to workers with the weights) but not in the optimizer's flat buffer, where it
 would add 0.26M entries to every Adam step and norm clip of a 1.1M-parameter IMPALA CNN for an update that is zero.
 """
 
@@ -88,8 +88,8 @@ class StackedGRU(nn.Module):
 
 
 class FeatureProjection(nn.Module):
-    """Seed B's untrained scaling layer: y = x W^T + b with W, b buffers (state, never optimised). Glorot-uniform
-    weights and zero biases, as seed B's `weights_init` gives its Linear layers."""
+    """elite_buffer_vtrace's untrained scaling layer: y = x W^T + b with W, b buffers (state, never optimised).
+    Glorot-uniform weights and zero biases, as elite_buffer_vtrace's `weights_init` gives its Linear layers."""
 
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()

@@ -9,17 +9,17 @@
   parameters at 4x84x84.
 
   With `fixup_init` the residual blocks follow Fixup (Zhang, Dauphin and Ma 2019, "Fixup Initialization: Residual
-  Learning Without Normalization", ICLR), as PyTorchRL (seed A) does for its IMPALA CNN: the second conv of each block
-  starts at zero, so every block starts as the identity, the first is He-initialised and scaled by
-  L^(-1/(2m-2)) = 1/sqrt(6) (L = 6 blocks, m = 2 convs per branch), and the block's conv biases give way to the
-  paper's four scalar biases and one scalar multiplier (PyTorchRL uses one per channel). That makes 1,088,942
-  parameters at 4x84x84 (320 conv biases fewer, 30 scalars more). The torso sets `self_initialised`, so
-  `init_orthogonal` (ActorCritic's ortho_init) leaves it alone.
+  Learning Without Normalization", ICLR), as PyTorchRL (Bou et al. 2022) does for its IMPALA CNN: the second conv of
+  each block starts at zero, so every block starts as the identity, the first is He-initialised and scaled by
+  L^(-1/(2m-2)) = 1/sqrt(6) (L = 6 blocks, m = 2 convs per branch), and the block's conv biases give way to the paper's
+  four scalar biases and one scalar multiplier (PyTorchRL uses one per channel). That makes 1,088,942 parameters at
+  4x84x84 (320 conv biases fewer, 30 scalars more). The torso sets `self_initialised`, so `init_orthogonal`
+  (ActorCritic's ortho_init) leaves it alone.
 
-- `elite_cnn`: seed B's network (elite_buffer_vtrace `model/network.py`, ../shared/REFERENCE.md 5.1): conv 64 3x3
-  s3, conv 64 3x3 s2, conv 128 3x3 s2, Linear 4608 -> 512, ReLU after each, on raw 0-255 pixels (seed B never scales
-  them), Glorot-uniform weights and zero biases (its `weights_init`). 2,472,960 parameters and 13.05M multiply-adds
-  per 4x84x84 frame stack, against the Nature CNN's 1.68M and 9.3M.
+- `elite_cnn`: elite_buffer_vtrace's network (its `model/network.py`): conv 64 3x3 s3, conv 64 3x3 s2, conv 128 3x3 s2,
+  Linear 4608 -> 512, ReLU after each, on raw 0-255 pixels (elite_buffer_vtrace never scales them), Glorot-uniform
+  weights and zero biases (its `weights_init`). 2,472,960 parameters and 13.05M multiply-adds per 4x84x84 frame stack,
+  against the Nature CNN's 1.68M and 9.3M.
 
 The first two take uint8 frames [B, C, H, W] and scale them to [0, 1] themselves: observations travel to the device
 as uint8, a quarter of the bytes of float32. With `channels_last` the weights and the input are in channels-last memory
@@ -178,8 +178,8 @@ class ImpalaCNN(ConvTorso):
 
 @models.register("elite_cnn")
 class EliteCNN(ConvTorso):
-    """Seed B's torso; `out_dim` = 512. Self-initialised (Glorot uniform, as published), so ortho_init leaves it
-    alone; it reads the frames unscaled, as seed B's network does."""
+    """elite_buffer_vtrace's torso; `out_dim` = 512. Self-initialised (Glorot uniform, as published), so ortho_init
+    leaves it alone; it reads the frames unscaled, as elite_buffer_vtrace's network does."""
 
     def __init__(self, in_shape: tuple[int, int, int], channels_last: bool = False):
         super().__init__(channels_last)

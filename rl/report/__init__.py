@@ -1,4 +1,4 @@
-"""`python -m rl.report RUN_OR_FOLDER... --output report/`: compare runs that train.py wrote (issue 24).
+"""`python -m rl.report RUN_OR_FOLDER... --output report/`: compare runs that train.py wrote.
 
 Learning curves with bootstrap bands, rliable's aggregates (IQM, median, mean with stratified-bootstrap intervals,
 performance profiles, probability of improvement, Atari's human-normalised score) and each run's final and best score

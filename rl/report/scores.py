@@ -5,7 +5,7 @@ Random and human scores per game (the Atari-57 table of Mnih et al. 2015 and Bad
 Zoo ships it: `google-deepmind/dqn_zoo`, `dqn_zoo/atari_data.py`; the same numbers as rliable's Atari data). Human-
 normalised score = (score - random) / (human - random): 0 plays like a random agent, 1 like a professional tester.
 
-Reference results (this repository's ../shared/REFERENCE.md, sections 4.1-4.3, which give each row's file and line):
+Reference results (each row keeps the file and line of the source it was read from):
 - zoo: rl-baselines3-zoo `benchmark.md`, one run each, deterministic evaluation (the sets here port its settings);
 - sb3: Stable-Baselines3's documentation, PyBullet tables over 6 (PPO, A2C) or 3 (SAC, TD3) seeds, Gaussian policies;
 - cleanrl: CleanRL's `docs/benchmark` tables, mean over 3 seeds.
