@@ -82,12 +82,10 @@ def load(output_dir: str | Path, checkpoint: str = "latest"):
     the `checkpoint` ("latest", "best" or a file's path). Reads the folder and writes nothing, so it works beside a
     run that is still training; `Run.train` is refused (use `make` to continue training)."""
     import hparams as _sets  # noqa: F401  (registers the sets)
-    from rl.checkpoint import load_checkpoint, restore_checked
-    from rl.envs import make_env
     from rl.hparams import MACHINE_SETTINGS, read_record
     from rl.registry import hparams as sets
     from rl.run import Run
-    from rl.trainer import build_agent, configure_torch, seed_everything
+    from rl.trainer import evaluation_agent
 
     out = Path(output_dir)
     if not (out / "hparams.json").is_file():
@@ -98,13 +96,5 @@ def load(output_dir: str | Path, checkpoint: str = "latest"):
                                                    if k not in MACHINE_SETTINGS})
     except ConfigError as exc:
         raise ConfigError(f"{out / 'hparams.json'}: {exc}") from None
-    state, path = load_checkpoint(out, checkpoint)
-    configure_torch(hp)
-    seed_everything(hp.seed)
-    env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
-    try:
-        agent = build_agent(hp, env, hp.seed)
-    finally:
-        env.close()
-    restore_checked(agent, state, path, include_memory=False)
+    agent, _ = evaluation_agent(hp, out, checkpoint)
     return Run(hp, out, None, None, agent, None)

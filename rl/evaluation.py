@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rl import signals
-from rl.checkpoint import load_checkpoint, restore_checked, write_json
+from rl.checkpoint import write_json
 from rl.collector import env_error
 from rl.envs import make_env
 from rl.envs.episode_stats import game_over, game_rewards
@@ -127,15 +127,9 @@ def test(hp, output_dir: Path, render: bool = False, record_video: bool = False,
 
 
 def _test(hp, output_dir: Path, render: bool, record_video: bool, checkpoint: str) -> dict:
-    from rl.trainer import build_agent, configure_torch, seed_everything
+    from rl.trainer import evaluation_agent
 
-    state, path = load_checkpoint(output_dir, checkpoint)
-    configure_torch(hp)
-    seed_everything(hp.seed)
-    env = make_env(hp, num_envs=1, vector_mode="sync")
-    agent = build_agent(hp, env, hp.seed)
-    env.close()
-    restore_checked(agent, state, path, include_memory=False)
+    agent, path = evaluation_agent(hp, output_dir, checkpoint)
     videos: list = []
     human = render and has_display()
     if render and not human:

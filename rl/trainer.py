@@ -6,40 +6,27 @@ by workers (rl/parallel, imported only then). Synchronous gradient workers of ra
 from __future__ import annotations
 
 import os
-import random
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
+from rl.agents import make_agent
 from rl.agents.base import resolve_device
-from rl.checkpoint import load_newest, restore_checked
+from rl.checkpoint import load_checkpoint, load_newest, restore_checked
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.envs.episode_stats import EpisodeStats
-from rl.malloc import reuse_freed_memory
-from rl.registry import agents
-from rl.threads import limit_threads
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+from rl.settle import rank_seed, seed_everything, settle  # noqa: F401 - seed_everything: for scripts
 
 
 def configure_torch(hp) -> None:
-    """Pick the device, the thread count (torch, BLAS, OpenCV: rl/threads.py), flush denormal floats to zero and
-    keep freed memory for reuse (rl/malloc.py: large activations are not faulted in afresh every update). Adam's
-    moment estimates of parameters whose gradient is zero (dead ReLU units) decay into denormals, and CPU arithmetic
-    on denormals is tens of times slower: without flushing, the optimizer step dominates a small network's update."""
+    """Pick the device and settle this process (rl/settle.py: `torch_threads` threads, denormals flushed, freed
+    memory kept for reuse)."""
     requested = hp.device
     hp.device = resolve_device(hp.device)
     check_cuda_expected(requested, hp.device)
-    limit_threads(hp.torch_threads)
-    torch.set_flush_denormal(True)
-    reuse_freed_memory()
+    settle(hp.torch_threads)
 
 
 def check_cuda_expected(requested: str, device: str, environ=os.environ) -> None:
@@ -56,9 +43,25 @@ def check_cuda_expected(requested: str, device: str, environ=os.environ) -> None
                       f"NVIDIA driver and device plugin work, or set device=cpu")
 
 
+def evaluation_agent(hp, output_dir: Path, checkpoint: str = "latest"):
+    """The agent of a checkpoint, for evaluation or inference (`checkpoint`: latest, best or a file's path), and the
+    checkpoint's path. Built for one env and restored without its memory: evaluation uses none, and an on-policy
+    rollout is sized by the envs it was collected with."""
+    state, path = load_checkpoint(output_dir, checkpoint)
+    configure_torch(hp)
+    seed_everything(hp.seed)
+    env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
+    try:
+        agent = build_agent(hp, env, hp.seed)
+    finally:
+        env.close()
+    restore_checked(agent, state, path, include_memory=False)
+    return agent, path
+
+
 def build_agent(hp, env, seed: int):
     """The agent named by `hp.agent`, sized from the env's spaces."""
-    return agents[hp.agent](hp, env.single_observation_space, env.single_action_space, env.num_envs, seed=seed)
+    return make_agent(hp, env.single_observation_space, env.single_action_space, env.num_envs, seed)
 
 
 class SingleProcess:
@@ -113,11 +116,11 @@ def prepare(hp, output_dir: Path, rank: int = 0, source: Path | None = None, qui
 
         env = make_env(hp, num_envs=1, vector_mode="sync")  # for the spaces
         learner_hp = learner_hparams(hp)
-        agent = agents[hp.agent](learner_hp, env.single_observation_space, env.single_action_space,
-                                 learner_hp.num_envs, seed=hp.seed + 7919 * rank)
+        agent = make_agent(learner_hp, env.single_observation_space, env.single_action_space, learner_hp.num_envs,
+                           rank_seed(hp.seed, rank))
     else:
         env = make_env(hp)
-        agent = build_agent(hp, env, hp.seed + 7919 * rank)
+        agent = build_agent(hp, env, rank_seed(hp.seed, rank))
     stats = EpisodeStats(env.num_envs)
     try:
         found = load_newest(source or output_dir)
@@ -148,7 +151,7 @@ def follow(hp, output_dir: Path, rank: int, address, local_rank: int | None = No
         hp = group.settings(hp)
         env, agent, stats = prepare(hp, output_dir, rank)
         group.join(agent)
-        trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=hp.seed + agent.env_steps + 7919 * rank),
+        trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=rank_seed(hp.seed + agent.env_steps, rank)),
                                agent, group, hp.train_steps)
         with armed(tell=group.tell_stop) if signals else nullcontext() as stop:
             while not trainer.finished(stop.signum if signals else 0):

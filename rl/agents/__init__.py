@@ -7,3 +7,10 @@ from rl.agents import (
     on_policy,  # noqa: F401
 )
 from rl.agents.base import Agent  # noqa: F401
+from rl.registry import agents
+
+
+def make_agent(hp, obs_space, action_space, num_envs: int, seed: int) -> Agent:
+    """The agent named by `hp.agent`, sized from the spaces and the number of envs it acts in: the one place an agent
+    is built from the registry (a run, an evaluation, a worker, a learner)."""
+    return agents[hp.agent](hp, obs_space, action_space, num_envs, seed=seed)

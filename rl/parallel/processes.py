@@ -4,7 +4,8 @@
 - a worker in a Ray actor (transports/ray.py's WorkerActor): `settle_worker` only (Ray ends its actors, not a parent);
 - a rank > 0 of a synchronous gradient group forked by collective.py (`_follower`): `die_with_parent` only; as a Ray
   actor (RankActor) or started by torchrun, neither. A rank runs rl/trainer.py's `follow`, which sets its threads
-  (rank 0's `torch_threads`) and seeds (rank 0's, its agent's and envs' offset by 7919 x rank) as a run does.
+  (rank 0's `torch_threads`) and seeds (rank 0's, its agent's and envs' offset by rl/settle.py's `rank_seed`) as a
+  run does.
 Below the transports and the group, which both start such processes."""
 
 from __future__ import annotations
@@ -29,13 +30,12 @@ def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
 
 def settle_worker(spec) -> None:
     """A worker's process: one thread (the cores are shared out between processes), denormals flushed, numpy's and
-    torch's global generators seeded from its spec."""
+    torch's global generators seeded from its spec (rl/settle.py)."""
     import numpy as np
     import torch
 
-    from rl.threads import limit_threads
+    from rl.settle import settle, worker_seed
 
-    limit_threads(1)
-    torch.set_flush_denormal(True)
-    np.random.seed((spec.seed * 7919 + spec.rank) % 2**32)
-    torch.manual_seed(spec.seed * 7919 + spec.rank)
+    settle(1, reuse_memory=False)
+    np.random.seed(worker_seed(spec.seed, spec.rank) % 2**32)
+    torch.manual_seed(worker_seed(spec.seed, spec.rank))

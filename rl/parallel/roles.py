@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rl.agents import make_agent
 from rl.collector import Collector
 from rl.envs import make_env
 from rl.envs.episode_stats import EpisodeStats
 from rl.parallel.learner import Learner, learner_hparams
 from rl.parallel.spec import Shipment, WorkerSpec
-from rl.registry import agents
 
 
 class Worker:
@@ -32,8 +32,8 @@ class Worker:
     def __init__(self, spec: WorkerSpec):
         self.spec, self.hp = spec, spec.hp
         self.env = make_env(spec.hp)
-        self.agent = agents[spec.hp.agent](spec.hp, self.env.single_observation_space,
-                                           self.env.single_action_space, self.env.num_envs, seed=spec.seed)
+        self.agent = make_agent(spec.hp, self.env.single_observation_space, self.env.single_action_space,
+                                self.env.num_envs, spec.seed)
         self.version = -1
         self.reported = (0, 0)  # episodes and games already shipped
         self.stats: EpisodeStats | None = None
@@ -87,7 +87,7 @@ class GradientWorker(Worker):
             inner = learner_hparams(spec.hp, inner=True)
             spaces = self.env.single_observation_space, self.env.single_action_space
             self.env.close()
-            self.agent = agents[inner.agent](inner, *spaces, inner.num_envs, seed=spec.seed)
+            self.agent = make_agent(inner, *spaces, inner.num_envs, spec.seed)
             self.stats = EpisodeStats(1)
             self.feeders = Learner(inner, spaces, self.agent, self.stats, spec.seed, make_worker,
                                    transport=spec.transport, learns=False)
