@@ -479,11 +479,17 @@ REGISTRY_SETTINGS = {"agent": "agents", "model": "models", "torso": "models", "c
 
 def check_assembly(hp: HParams) -> None:
     """Fail early, in one line, on a part `hp` names that does not exist: a registry key (agent, model, torso,
-    memory ...) or an env id no env family accepts (`rl.envs.resolve_env`, which may set `env_type`)."""
+    memory ...), a loss the agent does not call (`rl.grad_comp.contracts.check_loss`: its kind, its parameters, its
+    per-sample errors) or an env id no env family accepts (`rl.envs.resolve_env`, which may set `env_type`)."""
     from rl.envs import resolve_env  # the registries' members import this module: look them up when called
+    from rl.grad_comp.contracts import check_loss
     from rl.registry import ALL
 
     for setting, kind in REGISTRY_SETTINGS.items():
         if setting in hp:
             ALL[kind][getattr(hp, setting)]
+    if "agent" in hp and "grad_comp" in hp:
+        memory = hp.memory if "memory" in hp else None
+        check_loss(hp.grad_comp, hp.agent, ALL["agents"][hp.agent], memory,
+                   None if memory is None else ALL["memory"][memory])
     resolve_env(hp)

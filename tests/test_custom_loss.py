@@ -25,7 +25,7 @@ from rl.trainer import build_agent, seed_everything
 ROOT = Path(__file__).resolve().parents[1]
 
 MY_LOSS = '''
-@grad_comp.register("my_pg")
+@grad_comp.register("my_pg", kind="policy_gradient")
 def my_pg(log_probs, entropy, values, batch, *, vf_coef=0.5, diagnostics=True, **_):
     """REINFORCE with a baseline, written the CleanRL way."""
     adv = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
@@ -88,7 +88,7 @@ def variants():
 
     names = {"zero_ppo": zero, "extra_ppo": extra_term}
     for name, fn in names.items():
-        grad_comp.register(name)(fn)
+        grad_comp.register(name, kind="policy_gradient")(fn)
     yield
     for name in names:
         grad_comp.unregister(name)

@@ -100,3 +100,54 @@ def test_seven_registries_are_filled():
     assert "dqn_cartpole" in ALL["hparams"]
     assert {"td", "double_td"} <= set(ALL["grad_comp"])
     assert {"epsilon_greedy", "greedy"} <= set(ALL["act_select"])
+
+
+def test_a_registry_with_member_kinds_keeps_each_members_kind_and_declarations():
+    """grad_comp's losses are told apart by what their registration declared, kept by the registry: never by
+    attributes set on the function. Bug caught: declarations lost, shared between members, writable from outside,
+    or not replaced with the definition a notebook cell registers again."""
+    reg = Registry("losses", member_kinds=("td", "policy_gradient"), declarations=("targets", "per_sample_error"))
+
+    def hook():
+        return 0
+
+    first, second = define_twice("def my_td():\n    return 1\n", "my_td")
+    reg.register("my_td", kind="td", targets=hook, per_sample_error=True)(first)
+    reg.register("my_pg", kind="policy_gradient")(lambda: 2)
+    assert reg.kind_of("my_td") == "td" and reg.kind_of("my_pg") == "policy_gradient"
+    assert dict(reg.declared("my_td")) == {"kind": "td", "targets": hook, "per_sample_error": True}
+    assert dict(reg.declared("my_pg")) == {"kind": "policy_gradient"}
+    assert not hasattr(first, "targets")  # nothing set on the function
+    with pytest.raises(TypeError):
+        reg.declared("my_td")["targets"] = None  # read-only
+    assert reg.names_of_kind("td") == ["my_td"] and reg.names_of_kind("td", "policy_gradient") == ["my_pg", "my_td"]
+    with pytest.warns(UserWarning, match="registered again"):
+        reg.register("my_td", kind="td")(second)
+    assert dict(reg.declared("my_td")) == {"kind": "td"}
+    reg.unregister("my_td")
+    with pytest.raises(RegistryError, match="unknown losses 'my_td'"):
+        reg.kind_of("my_td")
+    assert reg.names_of_kind("td") == []
+
+
+@pytest.mark.parametrize("register, message", [
+    (lambda reg: reg.register("x"), "losses 'x' is registered with no kind: declare one, register\\('x', kind=...\\), "
+                                    "of td, policy_gradient"),
+    (lambda reg: reg.register, "losses 'x' is registered with no kind"),
+    (lambda reg: reg.register("x", kind="TD"), "losses 'x' is registered with kind 'TD': declare one"),
+    (lambda reg: reg.register("x", kind="td", per_sample_eror=False), "losses 'x': unknown declaration "
+                                                                     "per_sample_eror: valid: per_sample_error"),
+    (lambda reg: Registry("memory").register("x", kind="td"), "memory 'x': a memory registration takes no kind"),
+])
+def test_a_registration_without_a_kind_it_may_have_is_refused(register, message):
+    """A loss registered with no kind (or a misspelt one, or an unknown declaration) is refused at registration, in
+    one line naming the valid ones; a registry without member kinds takes none. Bug caught: a loss whose call nobody
+    can check reaching an agent, or a misspelt declaration silently ignored."""
+    reg = Registry("losses", member_kinds=("td", "policy_gradient"), declarations=("per_sample_error",))
+
+    def x():
+        return 1
+
+    with pytest.raises(RegistryError, match=message):
+        register(reg)(x)
+    assert "x" not in reg

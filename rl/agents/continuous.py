@@ -22,7 +22,8 @@ from rl.act_select.continuous import BoxScaler
 from rl.agents.base import Agent, cpu_has_bf16, resolve_device
 from rl.agents.cuda_graph import GraphedStep
 from rl.agents.flat_adam import FlatAdam, flatten_parameters
-from rl.errors import ConfigError
+from rl.errors import ConfigError, RunStopped
+from rl.grad_comp.contracts import no_per_sample_error
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 PRECISIONS = ("highest", "high", "medium")
@@ -57,6 +58,7 @@ class ActorCriticAgent(Agent):
     LIVE_SETTINGS = ("lr", "max_grad_norm")
 
     TARGET_ACTOR = True  # DDPG and TD3 keep a target actor; SAC does not
+    LOSS_KINDS = ("actor_critic",)  # the loss's call (rl/grad_comp/contracts.py: ActorCriticLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
@@ -152,7 +154,7 @@ class ActorCriticAgent(Agent):
             for _ in range(self.num_updates):
                 info = self.gradient_step()
         self.updates += 1
-        info.pop("td_error")
+        info.pop("td_error", None)  # a loss without per-sample errors gives none
         if self.graphed:  # a replay's outputs are overwritten by the next one
             info = {k: v.clone() for k, v in info.items()}
         return info
@@ -167,6 +169,8 @@ class ActorCriticAgent(Agent):
         if update_actor:
             self.actor_updates += 1
         if hasattr(self.memory, "update_priorities"):
+            if "td_error" not in info:
+                raise RunStopped(no_per_sample_error(self.hp.grad_comp, self.hp.memory))
             self.memory.update_priorities(batch.indices, info["td_error"])
         return info
 
@@ -227,6 +231,7 @@ class SAC(ActorCriticAgent):
     actor, and a learned temperature alpha whose learning rate is its own (`lr_alpha`)."""
 
     TARGET_ACTOR = False
+    LOSS_KINDS = ("soft_actor_critic",)  # the loss's call (rl/grad_comp/contracts.py: SoftActorCriticLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         if hp.initial_alpha <= 0:

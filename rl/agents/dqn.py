@@ -16,7 +16,8 @@ import torch
 from rl.agents.base import Agent
 from rl.agents.common import polyak_update
 from rl.agents.flat_adam import FlatAdam
-from rl.errors import ConfigError
+from rl.errors import ConfigError, RunStopped
+from rl.grad_comp.contracts import no_per_sample_error
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
@@ -25,6 +26,7 @@ class DQN(Agent):
     """Q-learning from a replay memory with a target network."""
 
     LIVE_SETTINGS = ("lr", "max_grad_norm", "exploration_final_eps")
+    LOSS_KINDS = ("td",)  # the loss's call (rl/grad_comp/contracts.py: TDLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
@@ -42,7 +44,9 @@ class DQN(Agent):
         self.eval_explore = (None if hp.eval_deterministic
                              else act_select[hp.act_select].build(hp, int(action_space.n), seed=seed + 3))
         self.loss_fn = grad_comp[hp.grad_comp]
-        if "c51" in hp.grad_comp and not hasattr(self.q, "log_probs"):
+        declared = grad_comp.declared(hp.grad_comp)
+        self.loss_targets = declared.get("targets")  # the loss's hook computing its targets ahead, if it has one
+        if declared.get("distributional") and not hasattr(self.q, "log_probs"):
             raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network: set model=c51_network")
         self.noisy = bool(getattr(self.q, "noisy", False))
         self.num_actions = int(action_space.n)
@@ -103,8 +107,10 @@ class DQN(Agent):
             if self.noisy:
                 self.q.reset_noise()
                 self.target.reset_noise()
-            ahead = {} if target is None else {"target": target}  # only `td` takes precomputed targets
+            ahead = {} if target is None else {"target": target}  # only a loss with a `targets` hook takes them
             loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics, **ahead)
+            if prioritized and "td_error" not in info:  # before any weight moves
+                raise RunStopped(no_per_sample_error(hp.grad_comp, hp.memory))
             self.optimizer.zero_grad()
             loss.backward()
             if hp.max_grad_norm > 0:
@@ -114,17 +120,18 @@ class DQN(Agent):
             if prioritized:
                 self.memory.update_priorities(batch.indices, info["td_error"])
         self.updates += 1
-        info.pop("td_error")
+        info.pop("td_error", None)  # a loss without per-sample errors gives none
         if self.logs_epsilon:
             info["charts/epsilon"] = self.explore.epsilon(self.env_steps) if hasattr(self.explore, "epsilon") else 0.0
         return info
 
     def _phase(self, batch_size: int, steps: int):
         """(minibatch, precomputed TD targets or None) for each gradient step of a training phase. When the memory
-        draws i.i.d. uniform samples and the loss's targets depend on the target network alone (`td`, no noisy
-        nets), nothing the phase changes affects them: one draw and one batched target forward serve all `steps`
-        (per-call overhead, not arithmetic, is the cost of these small networks)."""
-        targets_fn = getattr(self.loss_fn, "targets", None)
+        draws i.i.d. uniform samples and the loss's targets depend on the target network alone (a loss registered
+        with a `targets` hook, as `td` is; no noisy nets), nothing the phase changes affects them: one draw and one
+        batched target forward serve all `steps` (per-call overhead, not arithmetic, is the cost of these small
+        networks)."""
+        targets_fn = self.loss_targets
         if targets_fn is None or self.noisy or not getattr(self.memory, "UNIFORM", False):
             for _ in range(steps):
                 yield self.memory.sample(batch_size), None

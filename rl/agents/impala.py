@@ -35,7 +35,7 @@ from rl.grad_comp.vtrace import categorical_kl, laser_mask, vtrace_targets
 from rl.memory.replay_parameters import parse_replay_parameters, shares
 from rl.memory.rollout import RolloutBatch, RolloutMemory
 from rl.memory.sequences import SequenceBatch, Sequences, build_buffers, concat, from_rollout, next_values, ready
-from rl.registry import agents
+from rl.registry import agents, grad_comp
 
 
 def ranks_sequences(specs) -> bool:
@@ -49,9 +49,10 @@ class ImpalaAgent(OnPolicyAgent):
 
     LEARNS_EACH_ROLLOUT = True  # the learner hands it every worker rollout (rl/parallel/learner.py)
     LIVE_SETTINGS = ("lr", "ent_coef", "vf_coef", "max_grad_norm")
+    LOSS_KINDS = ("vtrace",)  # the loss's call (rl/grad_comp/contracts.py: VTraceLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
-        if hp.grad_comp != "vtrace":
+        if grad_comp.kind_of(hp.grad_comp) != "vtrace":
             raise ConfigError(f"agent 'impala' learns with V-trace: use grad_comp=vtrace (got {hp.grad_comp!r})")
         if hp.recurrent:
             raise ConfigError("agent 'impala' replays sequences without stored hidden states: use recurrent=False")

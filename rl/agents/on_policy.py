@@ -43,6 +43,7 @@ class OnPolicyAgent(Agent):
     # read at every update: the learning rate and clip range through `_schedule` (their decay multiplies the new value)
     LIVE_SETTINGS = ("lr", "clip_range", "ent_coef", "vf_coef", "max_grad_norm", "target_kl")
     EXPERIENCE = "rollouts"
+    LOSS_KINDS = ("policy_gradient", "vtrace")  # the loss's call (rl/grad_comp/contracts.py: PolicyGradientLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
@@ -56,8 +57,8 @@ class OnPolicyAgent(Agent):
         self.greedy = (act_select[f"deterministic_{hp.act_select}"].build(hp, action_space) if hp.eval_deterministic
                        else act_select[hp.act_select].build(hp, action_space, seed=seed + 3))
         self.loss_fn = grad_comp[hp.grad_comp]
-        # V-trace targets instead of GAE: asked for (APPO), or wanted by the loss (IMPALA's `vtrace`)
-        self.vtrace = hp.vtrace or getattr(self.loss_fn, "targets", None) is vtrace_targets
+        # V-trace targets instead of GAE: asked for (APPO), or wanted by the loss (its kind: IMPALA's `vtrace`)
+        self.vtrace = hp.vtrace or grad_comp.kind_of(hp.grad_comp) == "vtrace"
         if self.vtrace and hp.normalize_returns:
             # as Sample Factory's cfg check. The units are right (targets in returns, the loss in standardised ones),
             # but the value loss then regresses zero-mean, unit-variance V-trace (lambda = 1) returns that nothing

@@ -1,4 +1,5 @@
-"""grad_comp registry: losses as plain functions of a batch and networks, returning (loss, diagnostics)."""
+"""grad_comp registry: losses as plain functions of a batch and networks, returning (loss, diagnostics), each
+registered with its kind, the call its agents make (contracts.py)."""
 
 from rl.grad_comp import (
     actor_critic_losses,  # noqa: F401

@@ -67,14 +67,14 @@ def deterministic_actor_critic(actor: Actor, critics: Critics, target_actor: Act
     return loss, info
 
 
-@grad_comp.register("ddpg")
+@grad_comp.register("ddpg", kind="actor_critic", per_sample_error=True)
 def ddpg(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Critics, batch: Transitions,
          update_actor: bool = True, **_):
     """DDPG: no target smoothing (any given is ignored); the critic stack normally holds one critic."""
     return deterministic_actor_critic(actor, critics, target_actor, target_critics, batch, update_actor, 0.0)
 
 
-@grad_comp.register("td3")
+@grad_comp.register("td3", kind="actor_critic", per_sample_error=True)
 def td3(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Critics, batch: Transitions,
         update_actor: bool = True, target_noise: float = 0.2, target_noise_clip: float = 0.5):
     """TD3: clipped double Q and target policy smoothing; the agent delays the actor (`update_actor`)."""
@@ -82,7 +82,7 @@ def td3(actor: Actor, critics: Critics, target_actor: Actor, target_critics: Cri
                                       target_noise, target_noise_clip)
 
 
-@grad_comp.register("sac")
+@grad_comp.register("sac", kind="soft_actor_critic", per_sample_error=True)
 def sac(policy: Policy, critics: Critics, target_critics: Critics, log_alpha: torch.Tensor, batch: Transitions,
         target_entropy: float, update_actor: bool = True, tune_alpha: bool = True):
     """SAC: soft clipped-double-Q target r + gamma (min_k Q'_k(s', a') - alpha log pi(a'|s')), a' ~ pi(s');

@@ -61,14 +61,14 @@ def _c51(q_net, target_net, batch: Transitions, double: bool):
                    "td_error": cross_entropy.detach()}
 
 
-@grad_comp.register("c51")
+@grad_comp.register("c51", kind="td", per_sample_error=True, distributional=True)
 def c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy", diagnostics: bool = True):
     """C51: the target network picks and evaluates the next action. `loss` is ignored (always cross-entropy), and
     so is `diagnostics` (the info is always returned)."""
     return _c51(q_net, target_net, batch, double=False)
 
 
-@grad_comp.register("double_c51")
+@grad_comp.register("double_c51", kind="td", per_sample_error=True, distributional=True)
 def double_c51(q_net, target_net, batch: Transitions, loss: str = "cross_entropy", diagnostics: bool = True):
     """Rainbow's C51: the online network picks the next action by its expected value, the target evaluates it."""
     return _c51(q_net, target_net, batch, double=True)

@@ -63,7 +63,7 @@ def _diagnostics(policy_loss, v_loss, log_probs, entropy, batch, **extra) -> dic
     return info
 
 
-@grad_comp.register("pg")
+@grad_comp.register("pg", kind="policy_gradient")
 def pg(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor, batch: RolloutBatch, *,
        clip_range: float = 0.2, clip_range_vf: float = 0.0, ent_coef: float = 0.0, vf_coef: float = 0.5,
        normalize_advantage: bool = False, diagnostics: bool = True, mask: torch.Tensor | None = None):
@@ -78,10 +78,11 @@ def pg(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tens
     return loss, (_diagnostics(policy_loss, v_loss, log_probs, entropy, batch) if diagnostics else {})
 
 
-grad_comp.register("a2c")(pg)  # A2C's loss is the same formula; the agent's schedule makes it advantage actor-critic
+# A2C's loss is the same formula; the agent's schedule makes it advantage actor-critic
+grad_comp.register("a2c", kind="policy_gradient")(pg)
 
 
-@grad_comp.register("ppo_clip")
+@grad_comp.register("ppo_clip", kind="policy_gradient")
 def ppo_clip(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor, batch: RolloutBatch, *,
              clip_range: float = 0.2, clip_range_vf: float = 0.0, ent_coef: float = 0.0, vf_coef: float = 0.5,
              normalize_advantage: bool = True, diagnostics: bool = True):

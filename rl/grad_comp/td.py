@@ -61,18 +61,17 @@ def _td(q_net: Net, target_net: Net, batch: Transitions, loss: str, double: bool
                    "td_error": (target - q).detach()}
 
 
-@grad_comp.register("td")
+@grad_comp.register("td", kind="td", targets=td_targets, per_sample_error=True)
 def td(q_net: Net, target_net: Net, batch: Transitions, loss: str = "huber", target: torch.Tensor | None = None,
        diagnostics: bool = True):
     """DQN's loss: the target network both picks and evaluates the next action. `target`: the batch's
-    `td_targets`, when the caller computed them ahead; `diagnostics=False` returns no info (and no td_error)."""
+    `td_targets`, when the caller computed them ahead (declared at registration: the agent batches a phase's targets
+    through it); `diagnostics=False` returns no info (and no td_error)."""
     return _td(q_net, target_net, batch, loss, double=False, target=target, diagnostics=diagnostics)
 
 
-td.targets = td_targets  # the agent batches a phase's targets through this (see DQN.update)
 
-
-@grad_comp.register("double_td")
+@grad_comp.register("double_td", kind="td", per_sample_error=True)
 def double_td(q_net: Net, target_net: Net, batch: Transitions, loss: str = "huber", diagnostics: bool = True):
     """Double DQN's loss: the online network picks the next action, the target network evaluates it (the online
     network changes every step, so these targets cannot be computed ahead)."""

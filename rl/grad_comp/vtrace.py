@@ -1,7 +1,7 @@
 """V-trace (Espeholt et al. 2018, IMPALA): off-policy corrected value targets and policy-gradient advantages for
 learning from rollouts acted by an older policy mu, and the `vtrace` loss that trains on them.
 
-The agent computes the targets with `vtrace_targets` (the loss exposes it as `vtrace.targets`) and stores them in
+The agent computes the targets with `vtrace_targets` (for any loss registered with kind `vtrace`) and stores them in
 the batch's `returns` (vs) and `advantages` (pg advantages); the loss itself is pg's formula, plus, as seed B
 (elite_buffer_vtrace, ../shared/REFERENCE.md 5.1) adds them when learning from replayed sequences:
 - LASER's trust-region mask (Schmitt et al. 2019): a step whose KL(pi || mu) reaches a threshold carries no trace,
@@ -68,13 +68,13 @@ def laser_mask(kl: torch.Tensor, threshold: float) -> torch.Tensor | None:
     return (kl.detach() < threshold).float() if threshold > 0 else None
 
 
-@grad_comp.register("vtrace")
+@grad_comp.register("vtrace", kind="vtrace")
 def vtrace(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor, batch: RolloutBatch, *,
            clip_range: float = 0.2, clip_range_vf: float = 0.0, ent_coef: float = 0.0, vf_coef: float = 0.5,
            normalize_advantage: bool = False, diagnostics: bool = True, mask: torch.Tensor | None = None,
            policy_kl: torch.Tensor | None = None, clear_policy_coef: float = 0.0, clear_value_coef: float = 0.0):
     """IMPALA's loss: -mean(log pi(a|s) A_pg) + vf_coef mean((V - vs)^2) - ent_coef H, i.e. pg's formula on V-trace
-    targets. The agent fills `batch.advantages` (pg advantages) and `batch.returns` (vs) with `vtrace.targets`
+    targets. The agent fills `batch.advantages` (pg advantages) and `batch.returns` (vs) with `vtrace_targets`
     before the update; this loss does not recompute them. `clip_range` is ignored.
 
     Seed B's additions, all off by default: `mask` [n] (LASER; the advantages carry it already) drops masked steps'
@@ -95,5 +95,3 @@ def vtrace(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.
         extra["losses/laser_kept"] = keep.mean().detach()
     return loss, ({**info, **extra} if diagnostics else {})
 
-
-vtrace.targets = vtrace_targets  # tells the agent this loss trains on V-trace targets (as td.targets does for DQN)

@@ -154,7 +154,7 @@ def test_a_phase_draws_and_targets_once_only_when_nothing_the_phase_changes_affe
     assert all((t is not None) == batched for _, t in phase)
     if batched:  # the targets are the target network's for each minibatch, as computing them per step would give
         for b, t in phase:
-            assert torch.allclose(t, agent.loss_fn.targets(agent.target, b))
+            assert torch.allclose(t, agent.loss_targets(agent.target, b))
 
 
 def test_actions_are_uniform_before_learning_starts_whatever_epsilon_says():

@@ -63,12 +63,12 @@ def test_gradient_flows_only_through_the_online_q():
 def test_precomputed_targets_give_the_same_loss_and_td_targets_match():
     b = batch([0.0, 1.0])
     plain, plain_info = grad_comp["td"](table(ONLINE), table(TARGET), b, loss="huber")
-    ahead = grad_comp["td"].targets(table(TARGET), b)
+    ahead = grad_comp.declared("td")["targets"](table(TARGET), b)
     assert torch.allclose(ahead, torch.tensor([6.0, -1.0]))
     given, given_info = grad_comp["td"](table(ONLINE), table(TARGET), b, loss="huber", target=ahead)
     assert given.item() == pytest.approx(plain.item())
     assert torch.equal(given_info["td_error"], plain_info["td_error"])
-    assert not hasattr(grad_comp["double_td"], "targets")  # the online net picks a*: never computed ahead
+    assert "targets" not in grad_comp.declared("double_td")  # the online net picks a*: never computed ahead
 
 
 @pytest.mark.parametrize("kind", ["huber", "mse"])
