@@ -60,6 +60,7 @@ class Run:
         self.group, self.children = group, children
         self.peer_signum = 0
         self.trainer = self.control = self.logger = self.best = None
+        self.changes: dict = {}  # what --control changed, as the control channel last held it
         self.result: dict = {}
 
     @property
@@ -229,9 +230,15 @@ class Run:
         """Save the run's state as ckpt_<step>.pt (rl/checkpoint.py refuses non-finite weights)."""
         with self.logger.outside_training():
             state = snapshot(self._agent, self.hp.checkpoint_memory, self.stats)
-            state["control"] = dict(self.control.changes) if self.control is not None else {}
+            state["control"] = self.control_changes()
             save(self.dir, self._agent.env_steps, state, keep=self.hp.keep_checkpoints)
         self.due.ckpt, self.due.saved_at = self._agent.env_steps, time.monotonic()
+
+    def control_changes(self) -> dict:
+        """The settings --control changed while the run went on (kept in each checkpoint and in hparams.json)."""
+        if self.control is not None:
+            self.changes = dict(self.control.changes)
+        return dict(self.changes)
 
     def evaluate_periodic(self):
         """A greedy evaluation offered to best.pt and logged with the next row: (mean, Games), or None when a stop
@@ -319,6 +326,7 @@ class Run:
     def _close_trainer(self) -> None:
         """Stop the workers (before the last checkpoint: it is the state they last saw, or newer) and the control
         file; the trainer and control are made anew by the next `train`."""
+        self.control_changes()  # kept for the checkpoints after it
         with self.logger.outside_training() if self.logger is not None else _nothing():
             _closing(self.control, self.trainer)
         self.trainer = self.control = None

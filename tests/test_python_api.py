@@ -78,3 +78,21 @@ def test_bad_input_is_one_config_error(tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # a refusal writes nothing
     with pytest.raises(ConfigError, match="holds no run"):
         rl.load(tmp_path)
+
+
+def test_a_control_change_is_kept_in_every_checkpoint_after_it(tmp_path):
+    """The last checkpoint comes after the control channel closed: it must still hold the change."""
+    import time
+
+    from rl.checkpoint import list_checkpoints, read, write_json
+
+    out = tmp_path / "run"
+    with rl.make("dqn_cartpole", out, "train_steps=400,eval_interval=0,learning_starts=100") as run:
+        run.train(steps=100)
+        write_json(out / "control" / "1-1.request.json", {"command": "set", "settings": {"lr": 5e-4}})
+        time.sleep(0.6)  # the channel looks for requests at most every 0.5 s
+        run.control.poll()
+        assert run.hp.lr == 5e-4
+        run.train()
+    assert read(list_checkpoints(out)[-1][1])["control"] == {"lr": 5e-4}
+    assert json.loads((out / "hparams.json").read_text())["control"][0]["settings"] == {"lr": 5e-4}
