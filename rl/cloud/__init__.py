@@ -16,7 +16,7 @@ def submit_run(args, argv: list[str]) -> None:
 
     hp = resolve_hparams(args, Path(args.output_dir))
     if getattr(args, "tune", None) is not None:  # a bad search fails here, not in its pods
-        from rl.tune.search import check_flags, check_space
+        from rl.tune.settings import check_flags, check_space
 
         check_flags(args)
         check_space(args, hp)

@@ -275,7 +275,7 @@ def launch(hp, follow, member: GroupEnv | None = None) -> tuple[GradientGroup, l
     if member is not None:
         return GradientGroup(0, member.world, "env://", hp.device, hp.group_timeout_s, member.local_rank), []
     if hp.ray_address:
-        from rl.parallel.transports.ray import launch_ranks
+        from rl.parallel.transports.ray_ranks import launch_ranks
 
         address, children, watch = launch_ranks(hp, follow, free_port())
         global _explain_loss

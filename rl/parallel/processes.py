@@ -1,7 +1,8 @@
 """What a process of the Scheme does first. Which process does what:
 - a worker forked by the shared-memory transport: `die_with_parent`, then `settle_worker` (one thread for torch and
   BLAS, denormals flushed, numpy's and torch's global generators seeded from its spec);
-- a worker in a Ray actor (transports/ray.py's WorkerActor): `settle_worker` only (Ray ends its actors, not a parent);
+- a worker in a Ray actor (transports/ray_actors.py's WorkerActor): `settle_worker` only (Ray ends its actors, not a
+  parent);
 - a rank > 0 of a synchronous gradient group forked by collective.py (`_follower`): `die_with_parent` only; as a Ray
   actor (RankActor) or started by torchrun, neither. A rank runs rl/trainer.py's `follow`, which sets its threads
   (rank 0's `torch_threads`) and seeds (rank 0's, its agent's and envs' offset by rl/settle.py's `rank_seed`) as a

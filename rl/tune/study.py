@@ -16,7 +16,7 @@
   3. `none`: every trial runs to the end.
 - Trials that count toward N: complete, pruned and failed ones. A trial whose run was stopped (Ctrl-C, SIGTERM, a
   killed process) is put back to WAITING under its own number, with its settings and the evaluations it reported;
-  the next worker to ask takes it and continues its run from its checkpoints (`requeue`, rl/tune/search.py). Studies
+  the next worker to ask takes it and continues its run from its checkpoints (`requeue`, rl/tune/workers.py). Studies
   of older versions recorded such trials as FAIL with a `retry_of` copy; those are not counted twice.
 - Several searches may share one study (a `--tune_storage`: processes on several machines, the pods of an Indexed
   Job). Each running trial carries its worker (`WORKER_ATTR`: host, pid, a token of that process, a heartbeat

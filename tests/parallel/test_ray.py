@@ -20,7 +20,7 @@ import pytest
 
 import hparams  # noqa: F401 - registers the sets
 from rl.errors import ConfigError
-from rl.parallel.transports.ray import parse_resources
+from rl.parallel.transports.ray_cluster import parse_resources
 from tests.parallel.scripted import (
     ACTIONS,
     OBS,

@@ -1,10 +1,10 @@
 """The many-machine transport: each worker is a Ray actor; weights and shipments go through Ray's object store.
 
 The learner joins a running cluster (`ray.init(address=hp.ray_address)`: "auto", "HOST:PORT" or "ray://HOST:PORT");
-Ray is imported by this module only, so a run without `--ray_address` never imports it. Each worker (a plain
-rl.parallel.roles worker built from its picklable WorkerSpec) lives in one actor that declares the resources of
-`ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources` ("NAME:AMOUNT;NAME:AMOUNT"), so a cluster's nodes can
-be chosen by custom resources.
+Ray is imported by the transport's modules only (ray.py and ray_*.py here), inside their functions, so a run without
+`--ray_address` never imports it. Each worker (a plain rl.parallel.roles worker built from its picklable WorkerSpec)
+lives in one actor that declares the resources of `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources`
+("NAME:AMOUNT;NAME:AMOUNT"), so a cluster's nodes can be chosen by custom resources.
 
 Weights go out with one `ray.put` per publish, announced to a small WeightStore actor (pinned to the learner's own
 node: it lives and dies with the run; a store that died is started again and told the newest publish, and no worker
@@ -25,12 +25,10 @@ ranks whose episodes were cut are the learner's to see, as with the shared-memor
 failing ends the run with its error in one line (faults.py says when). `close()` kills every actor and disconnects
 this driver; a cluster it joined keeps running.
 
-Collection workers declare `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources`; DPPO's gradient ranks
-(`launch_ranks`) declare their own `ray_rank_*` (a rank runs a whole learner: a GPU for ranks is not one for every
-collection worker); `ray_learner_cpus`/`ray_learner_gpus` hold resources on the learner's node for the learner (a
-pinned actor that does nothing), so that no actor is placed on them. A rank actor that fails, or that no node can
-place within `group_timeout_s`, ends the run at once with its own error in one line (exit 1, or 2 for bad input),
-where rank 0 would otherwise wait in gloo's rendezvous and exit 129.
+Collection workers declare `ray_worker_cpus`, `ray_worker_gpus` and `ray_worker_resources`;
+`ray_learner_cpus`/`ray_learner_gpus` hold resources on the learner's node for the learner (a pinned actor that does
+nothing), so that no actor is placed on them. DPPO's gradient ranks run as actors of their own (ray_ranks.py). The
+classes inside the actors are in ray_actors.py, what is asked of the cluster in ray_cluster.py.
 """
 
 from __future__ import annotations
@@ -41,130 +39,17 @@ from dataclasses import replace
 
 from rl.errors import ConfigError, first_line
 from rl.parallel.transports.faults import FaultBook
+from rl.parallel.transports.ray_actors import LearnerSeat, WeightStore, WorkerActor
+from rl.parallel.transports.ray_cluster import (
+    check_reachable,
+    node_can_hold,
+    one_line,
+    parse_resources,
+    pinned_here,
+    resources_text,
+)
 
 RESEED = 100_003  # a restarted worker's seed: spec.seed + RESEED * restarts (as the shared-memory transport)
-
-
-def parse_resources(text: str) -> dict[str, float]:
-    """"NAME:AMOUNT;NAME:AMOUNT" -> {NAME: AMOUNT}; "" -> {}. A malformed entry is a one-line ConfigError."""
-    resources: dict[str, float] = {}
-    for entry in filter(None, (e.strip() for e in (text or "").split(";"))):
-        name, sep, amount = entry.rpartition(":")
-        name = name.strip()
-        try:
-            value = float(amount)
-        except ValueError:
-            value = -1.0
-        if not sep or not name or value <= 0 or name in resources:
-            raise ConfigError(f"bad ray_worker_resources entry {entry!r} in {text!r}: expected "
-                              f"NAME:AMOUNT[;NAME:AMOUNT] with distinct names and positive amounts (e.g. cpu_node:1)")
-        resources[name] = value
-    return resources
-
-
-def one_line(exc: BaseException) -> str:
-    """A Ray error in one line: the worker's own exception where Ray carries it (a task's cause, or the last line of
-    the traceback in an actor's creation error), else Ray's first line."""
-    import re
-
-    import ray.exceptions
-
-    cause = getattr(exc, "cause", None)
-    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
-        exc = cause
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-    if isinstance(exc, ConfigError) and text.strip():  # one line already (an env that raised: rl/collector.py)
-        return text.strip().splitlines()[0][:300]
-    if not isinstance(exc, ray.exceptions.RayError):
-        line = f"{type(exc).__name__}: {text}".splitlines()[0] if text else type(exc).__name__
-        return line[:300]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    raised = [ln for ln in lines if _names_exception(ln.split(":", 1)[0]) and ":" in ln]
-    line = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
-    return line[:300]
-
-
-def _names_exception(prefix: str) -> bool:
-    """"ValueError", "rl.errors.ConfigError": a traceback's last line starts with an exception's (dotted) name."""
-    parts = prefix.split(".")
-    return all(p.isidentifier() for p in parts) and parts[-1][:1].isupper()
-
-
-def _check_reachable(address: str) -> None:
-    """A HOST:PORT (or ray://HOST:PORT) that accepts no connection fails at once (ray.init would retry for
-    minutes)."""
-    import socket
-
-    hostport = address.split("://", 1)[-1]
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():
-        return  # "auto" (ray.init says so itself) or a form Ray understands better than this check
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
-    except OSError as exc:
-        raise ConfigError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}; start one with "
-                          f"`ray start --head` or check --ray_address") from None
-
-
-class WorkerActor:
-    """One worker inside a Ray actor: built from its spec, filling its own buffer at every call. It settles as a
-    forked worker does (one thread, its seeds: rl/parallel/processes.py) but never dies with a parent: Ray ends it."""
-
-    def __init__(self, spec, make_worker, make_buffer):
-        from rl.parallel.processes import settle_worker
-
-        settle_worker(spec)
-        self.worker = make_worker(spec)
-        self.buffer = make_buffer(spec)
-        self.held = -1  # the publish whose weights the worker holds
-
-    def fill(self, store, publish: int, version: int, weights: list):
-        """Load the newest published weights: the store's, or the publish this call was issued with where the store
-        has not heard of it yet (calls from two callers are not ordered); fetched only when new. Ship one filled
-        buffer."""
-        import ray
-
-        newest = ray.get(store.get.remote())
-        if newest[0] > publish:
-            publish, version, weights = newest
-        if publish != self.held:
-            self.worker.load(ray.get(weights[0]), version)
-            self.held = publish
-        shipment = self.worker.fill(self.buffer, _beat)
-        shipment.data = self.buffer  # serialised when returned: the next fill may reuse it
-        return shipment
-
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-    def close(self) -> None:
-        self.worker.close()
-
-
-class WeightStore:
-    """The newest publish: (publish count, policy version, [object ref of the acting state]). A worker asks for it
-    when it starts a fill, so it acts with the newest weights, as a worker of the shared-memory transport does."""
-
-    def __init__(self):
-        self.entry = (-1, -1, [None])
-
-    def set(self, publish: int, version: int, weights: list) -> None:
-        self.entry = (publish, version, weights)
-
-    def get(self) -> tuple:
-        return self.entry
-
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-
-def _beat() -> None:
-    """An actor's heartbeat: hung calls are found by their age on the learner's side, and actors are stopped by
-    ray.kill."""
 
 
 class Handle:
@@ -184,42 +69,6 @@ class Handle:
         self.waiting_said = False
 
 
-def resources_text(options: dict) -> str:
-    wanted = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), **options.get("resources", {})}
-    return ", ".join(f"{k}:{v:g}" for k, v in wanted.items() if v > 0) or "nothing"
-
-
-def node_can_hold(options: dict) -> bool:
-    """Whether some live node of the cluster has (in total) the resources of one actor with these options."""
-    import ray
-
-    wanted = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), **options.get("resources", {})}
-    wanted = {k: v for k, v in wanted.items() if v > 0}
-    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    return any(all(r.get(k, 0) >= v for k, v in wanted.items()) for r in nodes)
-
-
-def pinned_here() -> dict:
-    """Actor options that place it on this driver's node, and nowhere else."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    node = ray.get_runtime_context().get_node_id()
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
-
-
-class LearnerSeat:
-    """Holds `ray_learner_cpus`/`ray_learner_gpus` on the learner's node while the run lasts; does nothing."""
-
-    def ready(self) -> bool:
-        return True
-
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-
 class RayTransport(FaultBook):
     def __init__(self, hp):
         self.hp = hp
@@ -237,7 +86,7 @@ class RayTransport(FaultBook):
         address = self.hp.ray_address
         if ray.is_initialized():
             return
-        _check_reachable(address)
+        check_reachable(address)
         try:
             ray.init(address=address, logging_level="warning", log_to_driver=True)
         except (ConnectionError, TimeoutError, RuntimeError, ValueError, OSError) as exc:
@@ -479,168 +328,3 @@ class RayTransport(FaultBook):
         if self.connected:
             ray.shutdown()
             self.connected = False
-
-
-# ---------------------------------------------------------------------------------------------------- gradient ranks
-class RankActor:
-    """A synchronous gradient worker of rank > 0 inside a Ray actor: runs `follow(rank, address)` (rl/trainer.py's,
-    bound to the run's settings by rl/run.py; it sets the rank's threads and seeds: no settle_worker here), which
-    joins rank 0's torch.distributed group at `address` and trains until the group agrees to stop."""
-
-    def run(self, follow, rank: int, address: str) -> int:
-        follow(rank, address)
-        return rank
-
-
-class RankHandle:
-    """A rank's actor behind the calls rl.parallel.collective.reap makes of a process."""
-
-    def __init__(self, actor, ref, rank: int = 0, ready=None):
-        self.actor, self.ref, self.rank, self.ready, self.watch = actor, ref, rank, ready, None
-
-    def join(self, timeout: float | None = None) -> None:
-        import ray
-
-        ray.wait([self.ref], timeout=timeout)
-
-    def is_alive(self) -> bool:
-        import ray
-
-        return not ray.wait([self.ref], timeout=0)[0]
-
-    def kill(self) -> None:
-        import ray
-
-        if self.watch is not None:
-            self.watch.forget(self)  # killed by rank 0: not a failure to report
-        ray.kill(self.actor)
-
-
-def rank_failure(handle: RankHandle) -> tuple[str, int] | None:
-    """(one line, exit status) when the rank's call ended with an error; None while it runs or after it returned."""
-    import ray
-
-    if not ray.wait([handle.ref], timeout=0)[0]:
-        return None
-    try:
-        ray.get(handle.ref)
-        return None
-    except Exception as exc:  # noqa: BLE001 - whatever the rank raised, or Ray's word for its death
-        cause = getattr(exc, "cause", None)
-        code = 2 if isinstance(cause, ConfigError) else 1
-        return f"error: rank {handle.rank} (a Ray actor) failed: {one_line(exc)}", code
-
-
-class RankWatch:
-    """Rank 0's eye on its rank actors while the group lasts: a rank that failed ends the run with the rank's own
-    error in one line, at once. While rank 0 trains, its next collective fails as the rank's group closes, and
-    `explain()` (rl/parallel/collective.py asks before it says "lost its group") gives the rank's error; while rank 0
-    is blocked in gloo's rendezvous (which Python cannot interrupt), this thread ends the process after 5 s."""
-
-    GRACE_S = 5.0
-
-    def __init__(self, handles: list[RankHandle]):
-        import threading
-
-        self.handles = list(handles)
-        self.failure: tuple[str, int] | None = None
-        self.explained = threading.Event()
-        self.stopped = threading.Event()
-        for h in handles:
-            h.watch = self
-        self.thread = threading.Thread(target=self._run, name="rl-rank-watch", daemon=True)
-        self.thread.start()
-
-    def forget(self, handle: RankHandle) -> None:
-        self.stopped.set()  # rank 0 is closing the group: what the ranks do now is its doing
-
-    def _run(self) -> None:
-        import os
-        import sys
-
-        import ray
-
-        while not self.stopped.is_set():
-            refs = [h.ref for h in self.handles]
-            if not refs:
-                return
-            try:
-                ray.wait(refs, num_returns=1, timeout=1.0)
-            except Exception:  # noqa: BLE001 - the driver is disconnecting
-                return
-            for h in list(self.handles):
-                failure = None if self.stopped.is_set() else rank_failure(h)
-                if failure is None:
-                    if not ray.wait([h.ref], timeout=0)[0]:
-                        continue
-                    self.handles.remove(h)  # it returned: the group ended
-                    continue
-                self.failure = failure
-                if not self.explained.wait(self.GRACE_S) and not self.stopped.is_set():
-                    print(failure[0], file=sys.stderr, flush=True)
-                    os._exit(failure[1])
-                return
-
-    def explain(self, timeout: float = 5.0) -> tuple[str, int] | None:
-        """The failure of a rank that broke the group (waiting up to `timeout` s for Ray to report it), or None."""
-        deadline = time.monotonic() + timeout
-        while self.failure is None and time.monotonic() < deadline and self.thread.is_alive():
-            time.sleep(0.05)
-        if self.failure is not None:
-            self.explained.set()
-        return self.failure
-
-
-def rank_options(hp) -> dict:
-    return {"num_cpus": float(hp.ray_rank_cpus), "num_gpus": float(hp.ray_rank_gpus),
-            "resources": parse_resources(hp.ray_rank_resources)}
-
-
-def wait_placed(handles: list[RankHandle], timeout_s: float, options: dict) -> None:
-    """Until Ray has placed every rank actor. A rank that fails meanwhile, or one still unplaced after `timeout_s`
-    (the group's own timeout), ends the run here in one line: exit 1 (2 for a ConfigError of the rank's)."""
-    import sys
-
-    import ray
-
-    deadline = time.monotonic() + timeout_s
-    waiting = list(handles)
-    while waiting:
-        ready, _ = ray.wait([h.ready for h in waiting], num_returns=len(waiting), timeout=1.0)
-        for h in handles:
-            failure = rank_failure(h)
-            if failure is not None:
-                print(failure[0], file=sys.stderr, flush=True)
-                raise SystemExit(failure[1])
-        waiting = [h for h in waiting if h.ready not in ready]
-        if waiting and time.monotonic() > deadline:
-            print(f"error: rank {waiting[0].rank} (a Ray actor) was not placed within group_timeout_s="
-                  f"{timeout_s:g} s: no node had {resources_text(options)} free (ray_rank_cpus, ray_rank_gpus, "
-                  f"ray_rank_resources)", file=sys.stderr, flush=True)
-            raise SystemExit(1)
-
-
-def launch_ranks(hp, follow, port: int) -> tuple[str, list[RankHandle], RankWatch]:
-    """Start ranks 1..M-1 as Ray actors (declaring `ray_rank_cpus`, `ray_rank_gpus`, `ray_rank_resources`), wait
-    until Ray has placed them all, and watch them (`RankWatch`); returns rank 0's init method (tcp://this node's
-    address:port, where this process's TCPStore listens), their handles and the watch."""
-    import ray
-
-    transport = RayTransport(hp)
-    transport.connect()
-    options = rank_options(hp)
-    transport._check_resources(options, "gradient rank actor")
-    address = f"tcp://{ray.util.get_node_ip_address()}:{port}"
-    actor_class = ray.remote(max_restarts=0, max_task_retries=0, **options)(RankActor)
-    children = []
-    for rank in range(1, hp.num_grad_workers):
-        actor = actor_class.remote()
-        ready = actor.__ray_ready__.remote()  # before run(): an actor's calls run in order, and run() lasts the run
-        children.append(RankHandle(actor, actor.run.remote(follow, rank, address), rank, ready))
-    try:
-        wait_placed(children, hp.group_timeout_s, options)
-    except BaseException:
-        for h in children:
-            ray.kill(h.actor)
-        raise
-    return address, children, RankWatch(children)
