@@ -3,7 +3,7 @@ registered with its kind, the call its agents make (contracts.py)."""
 
 from rl.grad_comp import (
     actor_critic_losses,  # noqa: F401
-    c51,  # noqa: F401  (replay family, issue 5)
+    c51,  # noqa: F401  (registers members)
     policy_gradient,  # noqa: F401
     td,  # noqa: F401  (registers members)
     vtrace,  # noqa: F401

@@ -4,9 +4,10 @@ and SAC with automatic entropy tuning (Haarnoja et al. 2018, "Soft Actor-Critic 
 Each registered loss returns ONE scalar: the critic loss plus, on steps that update them, the actor loss (and SAC's
 temperature loss). The actor's term evaluates the critics with detached weights, so one backward pass gives each
 network exactly its own gradient and one optimizer step (with a learning rate per network) updates them all.
-Targets bootstrap through truncations, never through terminations, with `batch.discounts` (gamma^n) as the discount;
-per-sample critic losses are weighted by `batch.weights` (prioritized replay's importance weights; None: uniform);
-`td_error` in the diagnostics is |target - Q| averaged over the critics, for priority updates.
+Targets (targets.py's `td_target`) bootstrap through truncations, never through terminations, with `batch.discounts`
+(gamma^n) as the discount; per-sample critic losses are weighted by `batch.weights` (prioritized replay's importance
+weights; None: uniform); `td_error` in the diagnostics is |target - Q| averaged over the critics, for priority
+updates.
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ from collections.abc import Callable
 
 import torch
 
+from rl.grad_comp.targets import td_target
 from rl.memory.replay import Transitions
 from rl.registry import grad_comp
 
 Actor = Callable[[torch.Tensor], torch.Tensor]
 Critics = Callable[..., torch.Tensor]  # (obs, actions, detach=False, first=False) -> Q values [K, B] ([1, B]: first)
 Policy = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # obs -> reparameterised (actions, log pi)
-
-
-def bellman_target(batch: Transitions, next_value: torch.Tensor) -> torch.Tensor:
-    """r + gamma^n * (1 - terminated) * V(s'): truncated transitions bootstrap, terminated ones do not."""
-    return batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_value
 
 
 def critic_loss(q: torch.Tensor, target: torch.Tensor,
@@ -56,7 +53,7 @@ def deterministic_actor_critic(actor: Actor, critics: Critics, target_actor: Act
     with torch.no_grad():
         next_actions = smoothed_target_actions(target_actor, batch.next_obs, target_noise, target_noise_clip)
         next_q = target_critics(batch.next_obs, next_actions).min(0).values
-        target = bellman_target(batch, next_q)
+        target = td_target(batch.rewards, batch.discounts, batch.terminated, next_q)
     q = critics(batch.obs, batch.actions)
     loss, td_error = critic_loss(q, target, batch.weights)
     info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "td_error": td_error}
@@ -93,7 +90,7 @@ def sac(policy: Policy, critics: Critics, target_critics: Critics, log_alpha: to
     with torch.no_grad():
         next_actions, next_log_prob = policy(batch.next_obs)
         next_q = target_critics(batch.next_obs, next_actions).min(0).values
-        target = bellman_target(batch, next_q - alpha * next_log_prob)
+        target = td_target(batch.rewards, batch.discounts, batch.terminated, next_q - alpha * next_log_prob)
     q = critics(batch.obs, batch.actions)
     loss, td_error = critic_loss(q, target, batch.weights)
     info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "charts/alpha": alpha,

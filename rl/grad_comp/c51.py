@@ -2,33 +2,34 @@
 2018).
 
 The target distribution is the next state's distribution for action a*, shifted and shrunk by the Bellman operator,
-T z_i = r + discount (1 - terminated) z_i (discount = gamma^k for k-step returns), clipped to [v_min, v_max] and
-projected back onto the fixed support by splitting each atom's mass between its two neighbours in proportion to
-closeness. The loss is the cross-entropy -sum_i m_i log p_i(s, a), weighted by the importance weights; the per-item
-cross-entropy is also returned as `td_error`, Rainbow's priority for prioritized replay.
+T z_i = r + discount (1 - terminated) z_i (discount = gamma^k for k-step returns; targets.py's `td_target`), clipped
+to [v_min, v_max] and projected back onto the fixed support by splitting each atom's mass between its two neighbours
+in proportion to closeness. The loss is the cross-entropy -sum_i m_i log p_i(s, a), weighted by the importance
+weights; the per-item cross-entropy is also returned as `td_error`, Rainbow's priority for prioritized replay.
 `c51` picks a* by the target network's expected values; `double_c51` by the online network's (double Q).
-The networks must be distributional (rl/models/distributional.py: `log_probs` and a `support` buffer).
+The networks must be distributional (rl/models/distributional.py: `log_probs` and a `support` buffer): both losses are
+registered `distributional=True`, and the DQN agent refuses any other network when it is built.
 """
 
 from __future__ import annotations
 
 import torch
 
-from rl.errors import ConfigError
+from rl.grad_comp.targets import td_target
 from rl.memory.replay import Transitions
 from rl.registry import grad_comp
 
 
-def project(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
+def project(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, terminated: torch.Tensor,
             support: torch.Tensor) -> torch.Tensor:
-    """Project the distribution of r + discount * Z (Z on `support` with `next_probs` [B, atoms]) onto `support`.
-
-    `discounts` [B] already include (1 - terminated). Mass at T z = b (in atom units) goes to floor(b) with weight
-    ceil(b) - b and to ceil(b) with weight b - floor(b); when b is an integer it all goes to that atom."""
+    """Project the distribution of r + discount * (1 - terminated) * Z (Z on `support` with `next_probs` [B, atoms];
+    `rewards`, `discounts`, `terminated` [B]) onto `support`. Mass at T z = b (in atom units) goes to floor(b) with
+    weight ceil(b) - b and to ceil(b) with weight b - floor(b); when b is an integer it all goes to that atom."""
     num_atoms = support.numel()
     v_min, v_max = support[0].item(), support[-1].item()
     delta = (v_max - v_min) / (num_atoms - 1)
-    tz = (rewards.unsqueeze(1) + discounts.unsqueeze(1) * support.unsqueeze(0)).clamp(v_min, v_max)
+    shifted = td_target(rewards.unsqueeze(1), discounts.unsqueeze(1), terminated.unsqueeze(1), support.unsqueeze(0))
+    tz = shifted.clamp(v_min, v_max)
     b = ((tz - v_min) / delta).clamp(0, num_atoms - 1)  # rounding must not leave the support
     lower, upper = b.floor().long(), b.ceil().long()
     lower_w = upper.float() - b + (lower == upper).float()  # exact hits keep all their mass on one atom
@@ -40,8 +41,6 @@ def project(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Te
 
 
 def _c51(q_net, target_net, batch: Transitions, double: bool):
-    if not hasattr(q_net, "log_probs"):
-        raise ConfigError("grad_comp c51 / double_c51 needs a distributional network: set model=c51_network")
     log_p = q_net.log_probs(batch.obs)
     actions = batch.actions.long().view(-1, 1, 1).expand(-1, 1, log_p.shape[-1])
     log_p_a = log_p.gather(1, actions).squeeze(1)  # [B, atoms]
@@ -52,8 +51,7 @@ def _c51(q_net, target_net, batch: Transitions, double: bool):
         else:
             best = (next_probs_all * target_net.support).sum(-1).argmax(dim=1)
         next_probs = next_probs_all[torch.arange(len(best)), best]
-        discounts = batch.discounts * (1.0 - batch.terminated)
-        target = project(next_probs, batch.rewards, discounts, target_net.support)
+        target = project(next_probs, batch.rewards, batch.discounts, batch.terminated, target_net.support)
     cross_entropy = -(target * log_p_a).sum(-1)
     value = cross_entropy.mean() if batch.weights is None else (batch.weights * cross_entropy).mean()
     q = (log_p_a.detach().exp() * q_net.support).sum(-1)

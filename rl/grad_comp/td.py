@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from rl.errors import ConfigError
+from rl.grad_comp.targets import td_target
 from rl.memory.replay import Transitions
 from rl.registry import grad_comp
 
@@ -39,7 +40,7 @@ def td_targets(target_net: Net, batch: Transitions, q_net: Net | None = None) ->
             next_q = next_target.amax(dim=1)
         else:
             next_q = next_target.gather(1, q_net(batch.next_obs).argmax(dim=1, keepdim=True)).squeeze(1)
-        return batch.rewards + batch.discounts * (1.0 - batch.terminated) * next_q
+        return td_target(batch.rewards, batch.discounts, batch.terminated, next_q)
 
 
 def mean_loss(pred: torch.Tensor, target: torch.Tensor, kind: str, weights: torch.Tensor | None) -> torch.Tensor:

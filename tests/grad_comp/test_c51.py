@@ -14,8 +14,8 @@ def one_hot(i, n=5):
     return torch.eye(n)[i]
 
 
-def proj(probs, r, d):
-    return project(probs.view(1, -1), torch.tensor([r]), torch.tensor([d]), SUPPORT)[0]
+def proj(probs, r, d, terminated=0.0):
+    return project(probs.view(1, -1), torch.tensor([r]), torch.tensor([d]), torch.tensor([terminated]), SUPPORT)[0]
 
 
 def test_exact_hits_keep_their_mass_on_one_atom():
@@ -40,14 +40,15 @@ def test_values_outside_the_support_are_clipped_to_its_ends():
 
 
 def test_terminal_transitions_ignore_the_next_distribution():
-    assert torch.allclose(proj(torch.full((5,), 0.2), 2.25, 0.0), torch.tensor([0, 0, 0.75, 0.25, 0]))
+    assert torch.allclose(proj(torch.full((5,), 0.2), 2.25, 1.0, terminated=1.0), torch.tensor([0, 0, 0.75, 0.25, 0]))
+    assert torch.allclose(proj(one_hot(1), 2.0, 0.5, terminated=0.0), proj(one_hot(0), 2.5, 1.0))  # truncated
 
 
 def test_projection_conserves_mass_and_the_mean_inside_the_support():
     torch.manual_seed(0)
     probs = torch.softmax(torch.randn(64, 5), -1)
     r, d = torch.rand(64) * 0.5, 0.5 + torch.rand(64) * 0.3  # r + d z stays inside [0, 4]
-    target = project(probs, r, d, SUPPORT)
+    target = project(probs, r, d, torch.zeros(64), SUPPORT)
     assert torch.allclose(target.sum(-1), torch.ones(64), atol=1e-6)
     assert torch.allclose((target * SUPPORT).sum(-1), r + d * (probs * SUPPORT).sum(-1), atol=1e-5)
 
@@ -105,8 +106,8 @@ def test_terminated_targets_and_importance_weights():
     assert q.logits.grad.abs().sum() > 0 and t.logits.grad is None
 
 
-def test_c51_needs_a_distributional_network():
-    from rl.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="c51_network"):
-        grad_comp["c51"](torch.nn.Linear(1, 2), torch.nn.Linear(1, 2), batch())
+def test_c51_losses_are_declared_distributional():
+    """The DQN agent refuses a non-distributional network at assembly from this declaration (the losses do not check
+    again). Bug caught: a C51 loss registered without `distributional=True`, which would let `model=q_network` start
+    and fail with an AttributeError at the first update."""
+    assert all(grad_comp.declared(name).get("distributional") for name in ("c51", "double_c51"))
