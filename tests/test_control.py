@@ -157,7 +157,7 @@ def test_what_can_change_depends_on_where_it_is_computed():
         "command": "set", "settings": {"lr": 1e-4, "ent_coef": 0.01}}
     with pytest.raises(ConfigError, match="'eval_episodes' must be .*, got 0"):
         parse_request(hp_of("ppo_cartpole"), "eval_episodes=0")
-    # seed B's clip is summed_clip / (T x batch) there, so max_grad_norm would change nothing: refused
+    # elite_buffer_vtrace's clip is summed_clip / (T x batch) there, so max_grad_norm would change nothing: refused
     assert "max_grad_norm" in changeable(hp_of("impala_cartpole"))
     assert "max_grad_norm" not in changeable(hp_of("elite_impala_seaquest")) and "lr" in changeable(
         hp_of("elite_impala_seaquest"))

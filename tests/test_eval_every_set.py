@@ -4,13 +4,13 @@ plays 2 episodes at once, so every set's evaluation runs on a vector env of 2 (r
 evaluation mode without video on a restored checkpoint is tested on PPO in tests/test_train_e2e.py
 (test_checkpoint_flag_picks_what_is_evaluated) and on IMPALA with workers in tests/test_seed_b_runs.py.
 
-The budgets are the smallest that make at least one update happen and write a checkpoint: the overrides below
-shrink each family's warm-up, rollout, buffer and intervals (settings a set does not have are left alone), and
+The budgets are the smallest that make at least one update happen and write a checkpoint: the overrides below shrink
+each family's warm-up, rollout, buffer and intervals (settings a set does not have are left alone), and
 `max_episode_steps=25` keeps the evaluations and videos short (PyBullet's CPU renderer takes about 34 ms a frame and
-HalfCheetah never terminates; an IMPALA CNN's greedy step on 2 Atari envs takes about 45 ms on one core: at 100
-steps, ppo_atari_impala's case took 200 s beside a training run, at 25 97 s), so a new set is covered by registering
-it. Sets with collection workers train with 1 (evaluation does not use them, and each worker is a process of 2 s
-start-up; tests/test_seed_b_experiment_runs.py trains seed B's 7-worker sets with 2, tests/parallel the rest). A case
+HalfCheetah never terminates; an IMPALA CNN's greedy step on 2 Atari envs takes about 45 ms on one core: at 100 steps,
+ppo_atari_impala's case took 200 s beside a training run, at 25 97 s), so a new set is covered by registering it. Sets
+with collection workers train with 1 (evaluation does not use them, and each worker is a process of 2 s start-up;
+tests/test_seed_b_experiment_runs.py trains elite_buffer_vtrace's 7-worker sets with 2, tests/parallel the rest). A case
 takes two train.py processes of about 2 s start-up each.
 """
 

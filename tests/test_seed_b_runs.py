@@ -1,6 +1,6 @@
-"""Seed B's commands through train.py: `elite_impala_pong` with 2 workers trains from its elite and fresh buffers,
-checkpoints them, resumes and evaluates; `impala_pong` runs on Breakout through --env; a bad --replay_parameters is
-one line."""
+"""elite_buffer_vtrace's commands through train.py: `elite_impala_pong` with 2 workers trains from its elite and fresh
+buffers, checkpoints them, resumes and evaluates; `impala_pong` runs on Breakout through --env; a bad
+--replay_parameters is one line."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_impala_pong_runs_on_breakout_through_env(tmp_path, train_cli):
     assert res.returncode == 0, res.stderr[-3000:]
     saved = json.loads((out / "hparams.json").read_text())["hparams"]
     assert saved["env"] == "BreakoutNoFrameskip-v4" and saved["agent"] == "impala"
-    assert any(r.get("losses_clear_policy") for r in rows(out))  # CLEAR's terms are on in seed B's sets
+    assert any(r.get("losses_clear_policy") for r in rows(out))  # CLEAR's terms are on in elite_buffer_vtrace's sets
 
 
 @pytest.mark.parametrize("value, message", [
@@ -72,7 +72,7 @@ def test_impala_pong_runs_on_breakout_through_env(tmp_path, train_cli):
     ('[{"type":"queue","capacity":1,"sample_ratio":0.6}]', "must sum to 1"),
     ('[{"type":"standard","capacity":0,"sample_ratio":1}]', "capacity must be >= 1"),
     ('[{"type":"queue","capacity":1,"sample_ratio":0.95},{"type":"standard","capacity":9,"sample_ratio":0.05}]',
-     "is 9.5 sequences: a share must be a whole number"),  # batch 10: seed B refuses it too
+     "is 9.5 sequences: a share must be a whole number"),  # batch 10: elite_buffer_vtrace refuses it too
     ('[{"type":"queue","capacity":1,"sample_ratio":0},{"type":"standard","capacity":9,"sample_ratio":1}]',
      "is 0 sequences"),
 ])

@@ -1,6 +1,6 @@
-"""Seed B's driver's volatility test (benchmarks/seed_b_experiment.py): elite against uniform seed by seed, over the
-windows both runs trained through, so a run stopped short of its twin is compared where they overlap, not dropped
-and not compared against windows it never reached."""
+"""The volatility test of elite_buffer_vtrace's experiment driver (benchmarks/seed_b_experiment.py): elite against
+uniform seed by seed, over the windows both runs trained through, so a run stopped short of its twin is compared where
+they overlap, not dropped and not compared against windows it never reached."""
 
 from __future__ import annotations
 

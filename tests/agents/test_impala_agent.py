@@ -1,7 +1,7 @@
-"""Seed B's agent (agent=impala, rl/agents/impala.py) on real CartPole rollouts: the fill-in gate, batches composed by
-ratio (one per queue share of fresh sequences), sequences that never cross an episode start unflagged and bootstrap
-a truncation from its final observation, CLEAR's and LASER's terms on hand-made logits, an exact resume (buffers,
-counters, annealed lambda, a prepared batch), and its settings' errors."""
+"""elite_buffer_vtrace's agent (agent=impala, rl/agents/impala.py) on real CartPole rollouts: the fill-in gate, batches
+composed by ratio (one per queue share of fresh sequences), sequences that never cross an episode start unflagged and
+bootstrap a truncation from its final observation, CLEAR's and LASER's terms on hand-made logits, an exact resume
+(buffers, counters, annealed lambda, a prepared batch), and its settings' errors."""
 
 from __future__ import annotations
 
@@ -137,8 +137,8 @@ def test_clear_and_laser_terms_on_hand_made_logits():
     torch.testing.assert_close(cloned.detach(), expected)
     cloned.backward()
     assert logits.grad.abs().sum() > 0  # policy cloning trains the policy towards mu
-    # REFERENCE 5.1: (v_s - V_s) = delta_s + gamma c_s mask_s (v_{s+1} - V_{s+1}): a masked step has no advantage
-    # and carries no trace from the steps after it
+    # elite_buffer_vtrace's V-trace: (v_s - V_s) = delta_s + gamma c_s mask_s (v_{s+1} - V_{s+1}): a masked step has no
+    # advantage and carries no trace from the steps after it
     r, v = torch.ones(4, 1), torch.zeros(4, 1)
     zeros = torch.zeros(4, 1)
     vs, adv = vtrace_targets(zeros, v, v, r, zeros, zeros, 0.9, mask=torch.tensor([[1.0], [0.0], [1.0], [1.0]]))
@@ -176,7 +176,8 @@ def test_a_resumed_agent_composes_and_learns_exactly_as_the_uninterrupted_one(ca
 
 
 def test_the_agent_without_its_memory_leaves_the_replayed_sequences_out_and_still_evaluates():
-    """best.pt and evaluation take the agent without its memory: seed B's replay is gigabytes at full capacity."""
+    """best.pt and evaluation take the agent without its memory: elite_buffer_vtrace's replay is gigabytes at full
+    capacity."""
     agent = run(settings(ELITE), 4 * T * 8, seed=3)
     sizes = {}
     for memory in (True, False):

@@ -2,7 +2,7 @@
 
 - `validate(doc)`: strict schema validation. Built-in kinds (Job, PersistentVolumeClaim ...) with kubernetes-validate
   against Kubernetes' own OpenAPI schemas (strict: an unknown field is an error); custom resources (RayJob,
-  RayCluster, PyTorchJob) with jsonschema against the openAPIV3Schema of their CRD in ../shared/k8s-schemas, made
+  RayCluster, PyTorchJob) with jsonschema against the openAPIV3Schema of their CRD (KubeRay, training operator), made
   strict by `additionalProperties: false` on every object that lists its properties. On top of the schemas, the
   rules of the API server and of the operators that need no cluster: names (DNS-1123 / DNS-1035 and the operators'
   length limits), label syntax, containers and volumes that refer to each other, a Job's pod failure policy, KubeRay's

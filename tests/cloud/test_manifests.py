@@ -1,7 +1,7 @@
 """The k8s/ manifests as `kubectl apply -f k8s/` reads them, checked offline (tests/cloud/k8s_checks.py):
 
 - every document validates strictly: built-in kinds against Kubernetes' schemas, RayJob and PyTorchJob against their
-  CRDs (../shared/k8s-schemas), unknown fields being errors, plus the API server's and operators' offline rules;
+  CRDs (KubeRay, training operator), unknown fields being errors, plus the API server's and operators' offline rules;
 - every pod meets the restricted Pod Security Standard, mounts the run folders' claim at /runs and a memory emptyDir
   at /dev/shm, and tolerates the taint of the accelerator it asks for;
 - the Jobs' failure policy (2 fails at once; 143 and evictions retried uncounted), the RayJob's private head and

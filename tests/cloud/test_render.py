@@ -1,6 +1,6 @@
 """What `--sys k8s --dry_run True` prints: the k8s/ templates filled from the command line. Every rendered document
-is validated strictly (built-in kinds with kubernetes-validate, RayJob/PyTorchJob against the CRDs in
-../shared/k8s-schemas), every pod meets the restricted Pod Security Standard, and the train.py command inside is the
+is validated strictly (built-in kinds with kubernetes-validate, RayJob/PyTorchJob against the CRDs of KubeRay
+and the training operator), every pod meets the restricted Pod Security Standard, and the train.py command inside is the
 one typed, token for token, parsed by train.py's own parser (and, for one, run with a tiny budget)."""
 
 from __future__ import annotations

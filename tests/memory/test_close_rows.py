@@ -1,4 +1,4 @@
-"""`close_rows` (issue 21): when a collection worker restarts or one of its shipments is dropped, its env rows' next
+"""`close_rows`: when a collection worker restarts or one of its shipments is dropped, its env rows' next
 transitions start new episodes. Closing the rows stores their pending partial n-step transitions as truncated (the
 return of the steps taken, gamma^k, bootstrapping from the last next_obs they sent), empties their windows and makes
 the frame store start their next stacks afresh, so no stored transition mixes two episodes; other rows go on."""

@@ -1,5 +1,6 @@
-"""Elite sampling (REFERENCE 5.4): the distances against a per-sequence computation, each strategy on hand-made pools,
-the small-pool guard, lambda's annealing to uniform, elite insertion's choice and the state round trip."""
+"""Elite sampling (elite_buffer_vtrace's published code): the distances against a per-sequence computation, each
+strategy on hand-made pools, the small-pool guard, lambda's annealing to uniform, elite insertion's choice and the state
+round trip."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
-"""Seed B's --replay_parameters: its commands' JSON parses into typed specs with the published defaults, each bad
-input is one ConfigError line, and the per-buffer shares and fill-in amounts."""
+"""elite_buffer_vtrace's --replay_parameters: its commands' JSON parses into typed specs with the published defaults,
+each bad input is one ConfigError line, and the per-buffer shares and fill-in amounts."""
 
 import dataclasses
 
@@ -14,7 +14,7 @@ from rl.memory.replay_parameters import (
     shares,
 )
 
-# As written in seed B's commands (../shared/seeds/001_*.txt), spaces included.
+# As written in elite_buffer_vtrace's README commands, spaces included.
 UNIFORM = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'  # noqa: E501
 ELITE = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function":"ln_norm", '
          '"sample_strategy":"elite_sampling", "lambda_batch_multiplier":6, "alfa_annealing_factor":2.0} ,'
@@ -98,7 +98,7 @@ def test_shares_are_whole_and_a_non_integer_or_zero_share_is_one_line():
     for ratios, batch, share in (([1 / 3] * 3, 10, "3.33333"), ([0.36, 0.64], 10, "3.6")):
         with pytest.raises(ConfigError, match=rf"\[0\] \(queue\): sample_ratio .* of batch_rollouts {batch} is "
                                               rf"{share} sequences: a share must be a whole number") as info:
-            shares(parse_replay_parameters([q(ratio=r) for r in ratios]), batch)  # seed B refuses, not rounds
+            shares(parse_replay_parameters([q(ratio=r) for r in ratios]), batch)  # elite_buffer_vtrace refuses it too
         assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match=r"\[0\] \(queue\): sample_ratio 0 of batch_rollouts 10 is 0 sequences"):
         shares(parse_replay_parameters([q(ratio=0.0), q(ratio=1.0)]), 10)

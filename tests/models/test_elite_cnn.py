@@ -1,5 +1,5 @@
-"""Seed B's network (`elite_cnn`, rl/models/cnn.py; REFERENCE 5.1): its shapes, parameters and multiply-adds at
-4x84x84, raw 0-255 input, and its own Glorot initialisation kept by the actor-critic."""
+"""elite_buffer_vtrace's network (`elite_cnn`, rl/models/cnn.py; its `model/network.py`): its shapes, parameters and
+multiply-adds at 4x84x84, raw 0-255 input, and its own Glorot initialisation kept by the actor-critic."""
 
 import gymnasium as gym
 import numpy as np
@@ -37,7 +37,7 @@ def test_shapes_parameters_and_macs():
 def test_raw_pixels_and_glorot_init_kept():
     net = torso()
     x = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
-    h = x.float()  # unscaled, as seed B feeds them
+    h = x.float()  # unscaled, as elite_buffer_vtrace feeds them
     for conv in net.convs:
         h = torch.relu(conv(h))
     torch.testing.assert_close(net(x), torch.relu(net.fc(h.flatten(1))))

@@ -1,5 +1,5 @@
-"""The actor-critic's feature head for elite replay (rl/models/actor_critic.py, REFERENCE 5.4): feature vectors [B, F]
-from the policy torso, with seed B's scaling layer or without it, from `features` and from `forward(...,
+"""The actor-critic's feature head for elite replay (rl/models/actor_critic.py): feature vectors [B, F] from the policy
+torso, with elite_buffer_vtrace's scaling layer or without it, from `features` and from `forward(...,
 with_features=True)` alike; the layer in the state_dict and outside the optimizer; default models unchanged."""
 
 import hashlib
@@ -50,7 +50,8 @@ def test_shape(torso, scaling, size):
 @pytest.mark.parametrize("torso", list(TORSOS))
 @pytest.mark.parametrize("shared", [True, False])
 def test_features_against_the_policy_torso(torso, shared):
-    """Off: the policy torso's activation itself; on: seed B's Linear applied to it. With two torsos, the policy's."""
+    """Off: the policy torso's activation itself; on: elite_buffer_vtrace's Linear applied to it. With two torsos, the
+    policy's."""
     obs = observations(TORSOS[torso][0], 4)
     off = build(torso, feature_head=True, feature_scaling_layer=False, shared_torso=shared)
     with torch.no_grad():
@@ -63,7 +64,7 @@ def test_features_against_the_policy_torso(torso, shared):
         direct = F.linear(on.torsos[0](obs), layer.weight, layer.bias)
         assert torch.allclose(on.features(obs), direct, rtol=1e-5, atol=1e-6)
         assert not torch.allclose(on.features(obs)[:, :TORSOS[torso][2]], on.torsos[0](obs))
-    bound = (6 / (TORSOS[torso][2] + 512)) ** 0.5  # Glorot-uniform weights, zero biases (seed B's weights_init)
+    bound = (6 / (TORSOS[torso][2] + 512)) ** 0.5  # Glorot-uniform, zero biases (elite_buffer_vtrace's weights_init)
     assert layer.weight.abs().max() <= bound and layer.weight.std() > bound / 3 and not layer.bias.any()
 
 

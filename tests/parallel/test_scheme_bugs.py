@@ -1,7 +1,7 @@
 """One-line bugs of the Scheme that change what trains, each caught in seconds (no learning, no timeout): the learner
 against a scripted transport, real workers in this process, and the shared-memory transport's forked workers.
 
-Each test names the bug it catches (issue 34)."""
+Each test names the bug it catches."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The verdict on seed B's Seaquest experiment (README, docs/results.md) is what the tools read from the committed
-records in results/seed_b/seaquest (three arms, three seeds each): rl.report's IQM, probability of improvement and
-its permutation p, and the driver's two readings of the volatility test."""
+"""The verdict on elite_buffer_vtrace's Seaquest experiment (README, docs/results.md) is what the tools read from the
+committed records in results/seed_b/seaquest (three arms, three seeds each): rl.report's IQM, probability of improvement
+and its permutation p, and the driver's two readings of the volatility test."""
 
 from __future__ import annotations
 
