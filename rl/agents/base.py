@@ -14,21 +14,16 @@ The learner interface (what `rl/parallel` and checkpoints use; nothing else of a
                                   statistics and the step count, as one flat dict of tensors (published by the learner)
     take_statistics() / merge_statistics(stats)
                                   the normalisation moments a worker gathered since it last shipped; the learner merges
-    compute_gradients(batch) / apply_gradients(grad, steps), gradient_size()
-                                  a gradient worker's half of a gradient step, and the learner's half
 Experience made elsewhere (the Scheme's learner, rl/parallel/learner.py, only dispatches shipments to these):
-    take_rollout(rollout, lag, steps) -> ready
-                                  a collection worker's rollout columns, acted `lag` updates ago (on-policy agents)
     take_rows(transitions) -> diagnostics
                                   a collection worker's replay rows, observed step by step with an update after each
     close_rows(rows)              those env rows' next transitions continue no episode (a lost worker, a dropped
                                   shipment)
     count_env_steps(n)            env steps this agent did not observe (a rows worker's, a gradient group's peers')
-    rollout_layout()              on the learner's agent: what a worker's rollout buffer must hold to fit its rollout
-    rollout_ready() / ship_rollout(buffer)
-                                  on a collection or gradient worker's agent (rl/parallel/roles.py): its rollout is
-                                  full / copied into the buffer shipped
-take_rollout and these three are on-policy agents' (rl/agents/on_policy.py); other agents raise ConfigError.
+    join_collective(collective)   a synchronous gradient group: every gradient averaged across it
+The Scheme's other roles are mixins an agent inherits where it takes part (rl/agents/scheme.py): RolloutSource
+(take_rollout, rollout_ready, ship_rollout, rollout_layout: on-policy rollouts) and GradientSource
+(compute_gradients, gradient_size, apply_gradients: gradient workers).
 `updates` counts the learner's updates (a rollout's epochs, a replay training phase, an applied gradient): the unit
 of the policy version and of the policy lag.
 """
@@ -113,8 +108,8 @@ class Agent(abc.ABC):
     # settings read afresh at every update, which `train.py --control` may change while the run goes on (rl/control.py)
     LIVE_SETTINGS: tuple[str, ...] = ()
     # what the Scheme's collection workers ship to this agent (rl/parallel/learner.py): "rows", replay transitions
-    # through take_rows, or "rollouts", on-policy columns through take_rollout (with rollout_layout and the workers'
-    # rollout_ready/ship_rollout); and whether each rollout is learned from as it arrives instead of a batch of them
+    # through take_rows, or "rollouts", on-policy columns (rl/agents/scheme.py's RolloutSource declares it); and
+    # whether each rollout is learned from as it arrives instead of a batch of them
     EXPERIENCE = "rows"
     LEARNS_EACH_ROLLOUT = False
 
@@ -254,43 +249,11 @@ class Agent(abc.ABC):
     def statistics_changed(self) -> None:  # noqa: B027 - optional hook
         """Called after the normalisation statistics changed from outside (cached forms re-read them)."""
 
-    def compute_gradients(self, batch) -> torch.Tensor | None:
-        """A gradient worker's half of a gradient step: the flat gradient of the loss on `batch` (None: the step is
-        skipped, e.g. PPO's target_kl). Agents that support gradient workers implement it."""
-        raise ConfigError(f"agent {self.hp.agent!r} does not compute gradients for gradient workers")
-
-    def gradient_size(self) -> int:
-        """The length of `compute_gradients`' flat gradient (a transport preallocates its buffers)."""
-        raise ConfigError(f"agent {self.hp.agent!r} does not compute gradients for gradient workers")
-
-    def apply_gradients(self, grad: torch.Tensor, steps: int = 0) -> dict:
-        """The learner's half: clip and apply a shipped gradient, computed from `steps` env steps; one learner
-        update."""
-        raise ConfigError(f"agent {self.hp.agent!r} does not apply shipped gradients")
-
     # ------------------------------------------------------------------ experience made elsewhere (rl/parallel)
     def count_env_steps(self, steps: int) -> None:
         """Count env steps this agent did not observe itself: a rows worker's transitions (shipped, not stored
         here), or those of a synchronous gradient group's peers. Exploration and learning schedules follow."""
         self.env_steps += steps
-
-    def take_rollout(self, rollout, lag: int, steps: int) -> bool:
-        """A collection worker's rollout (its env columns, `steps` env steps, acted by weights `lag` updates old)
-        goes in beside the columns already taken; True once a batch is ready for `update()`."""
-        raise ConfigError(f"agent {self.hp.agent!r} does not learn from collection workers' rollouts")
-
-    def rollout_ready(self) -> bool:
-        """A worker's agent: its rollout is full, to be shipped (on-policy agents)."""
-        raise ConfigError(f"agent {self.hp.agent!r} has no rollout for a worker to ship")
-
-    def ship_rollout(self, buffer) -> None:
-        """A worker's agent: its full rollout copied into `buffer`, and a new one begun (on-policy agents)."""
-        raise ConfigError(f"agent {self.hp.agent!r} has no rollout for a worker to ship")
-
-    def rollout_layout(self) -> tuple[tuple | None, dict[str, int]]:
-        """The learner's agent: the recurrent state's shape and the behaviour vectors a worker's rollout buffer must
-        hold (on-policy agents)."""
-        raise ConfigError(f"agent {self.hp.agent!r} has no rollout layout for collection workers' rollouts")
 
     def take_rows(self, transitions) -> dict:
         """A collection worker's replay rows: (transition, env rows) pairs, one per vector step, each observed into

@@ -1,4 +1,4 @@
-"""Helpers shared by agents: Polyak (soft) target updates."""
+"""Helpers shared by agents: Polyak (soft) target updates and the linear decay of a rate over the run."""
 
 from __future__ import annotations
 
@@ -15,3 +15,9 @@ def polyak_update(online: torch.nn.Module | list, target: torch.nn.Module | list
             torch._foreach_copy_(t_params, o_params)
         else:
             torch._foreach_lerp_(t_params, o_params, tau)
+
+
+def linear_decay(env_steps: int, train_steps: int) -> float:
+    """The fraction of the run left, 1 at the start and 0 from `train_steps` on: the factor of a rate that decays
+    linearly to 0 over the run (SB3's and rl-baselines3-zoo's `lin_` schedules; PyTorchRL's)."""
+    return max(0.0, 1.0 - env_steps / train_steps)

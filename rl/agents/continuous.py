@@ -20,6 +20,7 @@ import torch
 
 from rl.act_select.continuous import BoxScaler
 from rl.agents.base import Agent, cpu_has_bf16, resolve_device
+from rl.agents.common import linear_decay
 from rl.agents.cuda_graph import GraphedStep
 from rl.agents.flat_adam import FlatAdam, flatten_parameters
 from rl.errors import ConfigError, RunStopped
@@ -104,7 +105,7 @@ class ActorCriticAgent(Agent):
     def schedule_rates(self) -> None:
         """Set every optimizer's rate for now: the base rate, times the fraction of the run left with `lr_decay`
         (SB3's `lin_` schedules, which it applies at each training phase)."""
-        remaining = max(0.0, 1.0 - self.env_steps / self.hp.train_steps) if self.hp.lr_decay else 1.0
+        remaining = linear_decay(self.env_steps, self.hp.train_steps) if self.hp.lr_decay else 1.0
         rates = self.base_rates()
         for name, opt in self.optims.items():
             opt.lr = rates[name] * remaining

@@ -4,13 +4,17 @@ N envs as in ChainerRL's batch PPO, in one agent class.
 The three agents differ only in settings: the loss (`grad_comp` pg, a2c or ppo_clip) and the update schedule
 (`epochs` over the rollout in minibatches of `batch_size`; 0 means the whole rollout). Acting caches the policy's
 log-probabilities, values and hidden states so `observe` can store them; `update` learns when the rollout holds
-num_steps x num_envs transitions: it values every real next observation in one forward pass, computes GAE in one
-backward pass, then runs the epochs. The learning rate and PPO's clip range decay linearly to 0 over
-`train_steps` when asked (PyTorchRL's and rl-baselines3-zoo's `lin_` schedules); `target_kl` stops the epochs early.
+num_steps x num_envs transitions: it fills the rollout's targets (rl/memory/targets.py: GAE or V-trace), then runs
+the epochs, each minibatch a loss, a backward pass, a clip and a step. The learning rate and PPO's clip range decay
+linearly to 0 over `train_steps` when asked (`linear_decay`); `target_kl` stops the epochs early.
 
 Every gradient step is autograd's gradient of the registered loss (`grad_comp`), whatever it computes: a loss is
 called as `loss_fn(log_probs, entropy, values, batch, diagnostics=..., clip_range=..., clip_range_vf=...,
-ent_coef=..., vf_coef=..., normalize_advantage=...)` and returns (loss, diagnostics).
+ent_coef=..., vf_coef=..., normalize_advantage=False)` on advantages already standardised
+(`standardized_advantages`) and returns (loss, diagnostics).
+
+The agent is a RolloutSource and a GradientSource (rl/agents/scheme.py): it takes collection workers' rollouts, and
+its gradient steps can be split between gradient workers and a learner.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import numpy as np
 import torch
 
 from rl.agents.base import Agent
+from rl.agents.common import linear_decay
 from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
+from rl.agents.scheme import GradientSource, RolloutSource
 from rl.envs import has_same_step_native
 from rl.errors import ConfigError
-from rl.grad_comp.policy_gradient import approx_kl
-from rl.grad_comp.vtrace import vtrace_targets
+from rl.grad_comp.policy_gradient import approx_kl, standardized_advantages
 from rl.memory.rollout import RolloutMemory
+from rl.memory.targets import bootstrap_values, fill_vtrace
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
@@ -37,12 +43,11 @@ def _check_vector_mode(hp) -> None:
                           f"({hp.env!r}'s native vector env resets on the next step)")
 
 
-class OnPolicyAgent(Agent):
+class OnPolicyAgent(RolloutSource, GradientSource, Agent):
     """Actor-critic + rollout memory + a policy-gradient loss, run for `epochs` epochs per rollout."""
 
     # read at every update: the learning rate and clip range through `_schedule` (their decay multiplies the new value)
     LIVE_SETTINGS = ("lr", "clip_range", "ent_coef", "vf_coef", "max_grad_norm", "target_kl")
-    EXPERIENCE = "rollouts"
     LOSS_KINDS = ("policy_gradient", "vtrace")  # the loss's call (rl/grad_comp/contracts.py: PolicyGradientLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
@@ -79,7 +84,9 @@ class OnPolicyAgent(Agent):
         self._cache: tuple | None = None
         self._behaviour: dict = {}  # per-step vectors of the acting policy for a memory that keeps them (impala)
         self.diagnostics: dict = {}  # the last gradient step's (compute_gradients)
-        self._kl_stop, self._want_info, self._clip = False, False, hp.clip_range
+        self._clip = hp.clip_range  # the clip range in effect (clip_decay's schedule at the last update)
+        self.epochs_run = 0
+        self._diagnose = self._stopped_at_kl = False  # a gradient worker's minibatch (learning_batches)
 
     def networks(self) -> dict:
         return {"model": self.model}
@@ -142,7 +149,7 @@ class OnPolicyAgent(Agent):
     # ------------------------------------------------------------------ learning
     def _schedule(self) -> tuple[float, float]:
         hp = self.hp
-        remaining = max(0.0, 1.0 - self.env_steps / hp.train_steps)
+        remaining = linear_decay(self.env_steps, hp.train_steps)
         return (hp.lr * (remaining if hp.lr_decay else 1.0),
                 hp.clip_range * (remaining if hp.clip_decay else 1.0))
 
@@ -188,76 +195,101 @@ class OnPolicyAgent(Agent):
         return self.policy.log_prob(params, batch.actions), entropy, values
 
     def update(self) -> dict:
-        """Learn from a full rollout: its targets, then `epochs` epochs of minibatch gradient steps."""
+        """Learn from a full rollout: fill its targets, then `epochs` epochs of minibatch gradient steps, stopped
+        early where the policy moved past `target_kl`."""
         if not self.memory.full:
             return {}
-        for batch in self.learning_batches():
-            grad = self.compute_gradients(batch)
-            if grad is not None:
-                self._apply(grad)
+        hp = self.hp
+        self.begin_update()
+        batches, past_target_kl = None, False
+        for epoch in range(hp.epochs):
+            batches = self._epoch_batches(batches)
+            self.epochs_run = epoch + 1
+            for i, batch in enumerate(batches):
+                last = epoch == hp.epochs - 1 and i == len(batches) - 1  # the logged diagnostics are the last step's
+                loss, past_target_kl = self.minibatch_loss(batch, diagnostics=hp.target_kl > 0 or last)
+                if past_target_kl:
+                    break  # the early stop: the policy moved far enough
+                self.optimizer.zero_grad()
+                loss.backward()
+                self._apply(self.optimizer.grad)  # clipped by global norm, then the optimizer's step
+            if past_target_kl:
+                break
         return self.finish_update()
 
-    def learning_batches(self):
-        """Fill the rollout's advantages and returns (GAE, or V-trace where asked for), then yield its minibatches
-        epoch by epoch; the epochs end early where `compute_gradients` found the policy past `target_kl`."""
+    def begin_update(self) -> None:
+        """This update's learning rate and clip range (their schedules at this step), and the rollout's targets."""
+        self.optimizer.lr, self._clip = self._schedule()
+        self.fill_targets()
+        self.epochs_run, self.diagnostics = 0, {}
+
+    def fill_targets(self) -> None:
+        """Fill the rollout's advantages and returns (rl/memory/targets.py): GAE, or V-trace where asked for. A
+        rollout acted by the current weights (one process, or sync workers) has V-trace ratio 1 and its acting-time
+        values; a stale one (async workers) is valued and its actions scored by the current model first. With
+        `normalize_returns` the value loss compares standardised values with standardised returns."""
         hp, mem = self.hp, self.memory
-        lr, self._clip = self._schedule()
-        self.optimizer.lr = lr
         T = mem.pos
         mem.values[:T] = self._real(mem.values[:T])
         if self.vtrace:
-            self._vtrace_targets()
+            values, log_rhos = mem.values[:T], torch.zeros(T, mem.num_envs)
+            if mem.stale:
+                whole = next(mem.minibatches(len(mem), self.shuffle, seq_len=0))  # the rollout in time-major order
+                with torch.inference_mode():
+                    log_probs, _, current = self._evaluate(whole, need_entropy=False)
+                values = self._real(current.reshape(T, -1).cpu())
+                log_rhos = log_probs.reshape(T, -1).cpu() - mem.log_probs[:T]
+            fill_vtrace(mem, log_rhos, values, self.next_values(values), hp.gamma, hp.vtrace_rho, hp.vtrace_c,
+                        hp.vtrace_pg_rho)
         else:
-            mem.compute_advantages(self._next_values(mem.values[:T]), hp.gamma, hp.gae_lambda)
-        if self.return_norm is not None:  # the value loss compares standardised values with standardised returns
+            mem.compute_advantages(self.next_values(mem.values[:T]), hp.gamma, hp.gae_lambda)
+        if self.return_norm is not None:
             self.return_norm.update(mem.returns[:T].flatten().numpy())
             mem.returns[:T], mem.values[:T] = self._standard(mem.returns[:T]), self._standard(mem.values[:T])
-        batch_size = hp.batch_size if hp.batch_size > 0 else len(mem)
-        self._kl_stop, self.epochs_run, self.diagnostics = False, 0, {}
-        batches = None
-        for epoch in range(hp.epochs):
-            if batches is None or len(batches) > 1:  # one minibatch holds the rollout: the same tensors every epoch
-                batches = list(mem.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
-            self.epochs_run = epoch + 1
-            for i, batch in enumerate(batches):
-                self._want_info = hp.target_kl > 0 or (epoch == hp.epochs - 1 and i == len(batches) - 1)
-                yield batch
-                if self._kl_stop:
-                    return
 
-    def compute_gradients(self, batch) -> torch.Tensor | None:
-        """Autograd's gradient of the registered loss on `batch`, in the optimizer's flat buffer; None where the
-        policy moved past `target_kl` (the epochs stop; with gradient workers the group agrees on it)."""
+    def next_values(self, values: torch.Tensor) -> torch.Tensor:
+        """V(real_next_obs) of every stored step [T, N], given `values` [T, N] of the stored observations."""
+        return bootstrap_values(self.memory, values, self._value_of)
+
+    def _value_of(self, obs: torch.Tensor, hidden: torch.Tensor | None) -> torch.Tensor:
+        """The current model's values of observations (and their recurrent states), in return units on the CPU."""
+        hidden = None if hidden is None else hidden.to(self.device)
+        with torch.inference_mode():
+            _, values, _ = self._forward(obs.to(self.device), hidden)
+        return self._real(values.cpu())
+
+    def _epoch_batches(self, previous: list | None) -> list:
+        """One epoch's minibatches of the rollout (shuffled afresh each epoch); where one minibatch holds the
+        rollout, the same tensors every epoch."""
+        if previous is not None and len(previous) == 1:
+            return previous
         hp = self.hp
-        log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or self._want_info)
-        batch = batch._replace(advantages=self._normalized_advantages(batch.advantages))
-        loss, info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=self._want_info,
+        batch_size = hp.batch_size if hp.batch_size > 0 else len(self.memory)
+        return list(self.memory.minibatches(batch_size, self.shuffle, hp.recurrent_seq_len))
+
+    def minibatch_loss(self, batch, diagnostics: bool) -> tuple[torch.Tensor, bool]:
+        """The registered loss on one minibatch, its advantages standardised first where `normalize_advantage` is
+        set (over the union of a synchronous gradient group's minibatches); and whether the policy has moved past
+        `target_kl` (the group agrees on it). The loss's diagnostics, where computed, become the update's."""
+        hp = self.hp
+        log_probs, entropy, values = self._evaluate(batch, hp.ent_coef != 0 or diagnostics)
+        if hp.normalize_advantage:
+            batch = batch._replace(advantages=standardized_advantages(batch.advantages, self.collective))
+        loss, info = self.loss_fn(log_probs, entropy, values, batch, diagnostics=diagnostics,
                                   clip_range=self._clip, clip_range_vf=hp.clip_range_vf, ent_coef=hp.ent_coef,
                                   vf_coef=hp.vf_coef, normalize_advantage=False)
-        if hp.target_kl > 0:
-            kl = approx_kl(log_probs, batch.old_log_probs).float().reshape(1)
-            if self.collective is not None:
-                kl = self.collective.mean(kl)
-            if kl.item() > 1.5 * hp.target_kl:
-                self._kl_stop = True  # early stop: the policy moved far enough
-                self.diagnostics = info or self.diagnostics
-                return None
         self.diagnostics = info or self.diagnostics
-        self.optimizer.zero_grad()
-        loss.backward()
-        return self.optimizer.grad
+        return loss, self._past_target_kl(log_probs, batch)
 
-    def _normalized_advantages(self, adv: torch.Tensor) -> torch.Tensor:
-        """Standardised advantages (`normalize_advantage`), over the union of the group's minibatches where there
-        are synchronous gradient workers, so that a group step is one step on the union batch."""
-        if not self.hp.normalize_advantage or adv.numel() < 2:
-            return adv
-        if self.collective is None:
-            return (adv - adv.mean()) / (adv.std() + 1e-8)
-        n = adv.numel() * self.collective.world
-        moments = self.collective.mean(torch.stack([adv.mean(), adv.square().mean()]).float())
-        mean, var = moments[0], (moments[1] - moments[0].square()).clamp(min=0) * n / (n - 1)
-        return (adv - mean) / (var.sqrt() + 1e-8)
+    def _past_target_kl(self, log_probs: torch.Tensor, batch) -> bool:
+        """The approximate KL of the current policy to the acting one above 1.5 x `target_kl` (0: never)."""
+        hp = self.hp
+        if hp.target_kl <= 0:
+            return False
+        kl = approx_kl(log_probs, batch.old_log_probs).float().reshape(1)
+        if self.collective is not None:
+            kl = self.collective.mean(kl)
+        return kl.item() > 1.5 * hp.target_kl
 
     def _apply(self, grad: torch.Tensor) -> None:
         """One optimizer step on `grad`, clipped by global norm."""
@@ -269,6 +301,43 @@ class OnPolicyAgent(Agent):
             opt.clip_grad_norm(self.grad_clip())
         opt.step()
         self.grad_steps += 1
+
+    def finish_update(self) -> dict:
+        """After the last minibatch: the rollout is spent; one learner update."""
+        self.memory.reset()
+        self.updates += 1
+        info = {k: v for k, v in self.diagnostics.items()}
+        info.update({"charts/learning_rate": self.optimizer.lr, "charts/clip_range": self._clip,
+                     "charts/epochs": self.epochs_run})
+        return info
+
+    # ------------------------------------------------------------------ gradient workers (GradientSource)
+    def learning_batches(self):
+        """`update()`'s loop for a gradient worker (rl/parallel/roles.py), which ships each minibatch's gradient
+        (`compute_gradients`) where `update()` steps: the targets, then the minibatches epoch by epoch, ended early
+        where `compute_gradients` found the policy past `target_kl`."""
+        hp = self.hp
+        self.begin_update()
+        self._stopped_at_kl, batches = False, None
+        for epoch in range(hp.epochs):
+            batches = self._epoch_batches(batches)
+            self.epochs_run = epoch + 1
+            for i, batch in enumerate(batches):
+                self._diagnose = hp.target_kl > 0 or (epoch == hp.epochs - 1 and i == len(batches) - 1)
+                yield batch
+                if self._stopped_at_kl:
+                    return
+
+    def compute_gradients(self, batch) -> torch.Tensor | None:
+        """Autograd's gradient of the registered loss on a minibatch of `learning_batches`, in the optimizer's flat
+        buffer; None where the policy moved past `target_kl` (its epochs stop)."""
+        loss, past_target_kl = self.minibatch_loss(batch, self._diagnose)
+        if past_target_kl:
+            self._stopped_at_kl = True
+            return None
+        self.optimizer.zero_grad()
+        loss.backward()
+        return self.optimizer.grad
 
     def gradient_size(self) -> int:
         return self.optimizer.grad.numel()
@@ -282,7 +351,7 @@ class OnPolicyAgent(Agent):
         self.env_steps += steps
         return {"charts/learning_rate": self.optimizer.lr}
 
-    # ------------------------------------------------------------------ rollouts made elsewhere (rl/parallel)
+    # ------------------------------------------------------------------ rollouts made elsewhere (RolloutSource)
     def take_rollout(self, rollout: RolloutMemory, lag: int, steps: int) -> bool:
         """The worker's env columns go into the next free columns of this agent's rollout, with their policy lag
         (V-trace rescores stale ones); True once every column is in (`update()` learns from the whole batch)."""
@@ -305,49 +374,6 @@ class OnPolicyAgent(Agent):
         """What a worker's rollout buffer must hold to fit this agent's rollout: the recurrent state's shape (None:
         feed-forward) and the behaviour vectors kept (RolloutMemory's `behaviour`)."""
         return self.model.hidden_shape, dict(self.memory.behaviour_widths)
-
-    def finish_update(self) -> dict:
-        """After the last minibatch: the rollout is spent; one learner update."""
-        self.memory.reset()
-        self.updates += 1
-        info = {k: v for k, v in self.diagnostics.items()}
-        info.update({"charts/learning_rate": self.optimizer.lr, "charts/clip_range": self._clip,
-                     "charts/epochs": self.epochs_run})
-        return info
-
-    def _vtrace_targets(self) -> None:
-        """Fill the rollout's advantages and returns with V-trace's (rl/grad_comp/vtrace.py). A rollout acted by the
-        current weights (one process, or sync workers) has ratio 1 and its acting-time values; a stale one (async
-        workers) is valued and its actions scored by the current model first."""
-        hp, mem, T = self.hp, self.memory, self.memory.pos
-        values, log_rhos = mem.values[:T], torch.zeros(T, mem.num_envs)
-        if self.memory.stale:
-            whole = next(mem.minibatches(len(mem), self.shuffle, seq_len=0))  # the rollout in time-major order
-            with torch.inference_mode():
-                log_probs, _, current = self._evaluate(whole, need_entropy=False)
-            values = self._real(current.reshape(T, -1).cpu())
-            log_rhos = log_probs.reshape(T, -1).cpu() - mem.log_probs[:T]
-        vs, advantages = vtrace_targets(log_rhos, values, self._next_values(values), mem.rewards[:T],
-                                        mem.terminated[:T], mem.dones[:T], hp.gamma, hp.vtrace_rho, hp.vtrace_c,
-                                        hp.vtrace_pg_rho)
-        mem.advantages[:T], mem.returns[:T] = advantages, vs
-
-    def _next_values(self, values: torch.Tensor) -> torch.Tensor:
-        """V(real_next_obs) of every stored step, [T, N], given `values` [T, N] of the stored observations. Inside an
-        episode the next observation is the next step's observation (and, recurrent, the next hidden state its
-        state), valued already; only the steps that ended an episode (their final observation) and the rollout's last
-        step need a forward pass."""
-        mem, T = self.memory, self.memory.pos
-        next_values = torch.empty(T, mem.num_envs)
-        next_values[:-1] = values[1:T]
-        need = mem.dones[:T].bool()
-        need[-1] = True
-        where = need.nonzero(as_tuple=True)
-        hidden = mem.next_hidden[where].to(self.device) if self.recurrent else None
-        with torch.inference_mode():
-            _, values, _ = self._forward(mem.next_obs[where].to(self.device), hidden)
-        next_values[where] = self._real(values.cpu())
-        return next_values
 
     def _real(self, values: torch.Tensor) -> torch.Tensor:
         """The value head's outputs as returns (with `normalize_returns` the head predicts standardised returns)."""

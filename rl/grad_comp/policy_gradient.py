@@ -3,7 +3,9 @@
 
 Each takes the current policy's log-probabilities, entropies and values on a minibatch (computed by the agent with
 autograd on), the minibatch (old log-probabilities and values, advantages, returns) and coefficients, and returns
-(loss, diagnostics). The loss is what autograd differentiates to train the agent: edit a line here and training
+(loss, diagnostics). The on-policy agent (rl/agents/on_policy.py) standardises each minibatch's advantages with
+`standardized_advantages` and calls the loss with `normalize_advantage=False`.
+The loss is what autograd differentiates to train the agent: edit a line here and training
 changes. pg and a2c are one formula, -log pi(a|s) A + vf_coef (V - R)^2 - ent_coef H; they differ in what the agent
 feeds them (VPG: long rollouts and lambda-returns; A2C: short n-step rollouts).
 
@@ -25,11 +27,24 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor
     return 1.0 - (target - pred).var(unbiased=False) / target.var(unbiased=False)
 
 
-def normalized_advantages(batch: RolloutBatch, normalize: bool) -> torch.Tensor:
-    adv = batch.advantages
-    if normalize and adv.numel() > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    return adv
+def standardized_advantages(adv: torch.Tensor, group=None) -> torch.Tensor:
+    """Advantages standardised to mean 0, standard deviation 1 (`normalize_advantage`; fewer than two are left as
+    they are). `group`: a synchronous gradient group (rl/parallel/collective.py, its `mean` and `world`) whose
+    minibatches are standardised over their union, so that a group step is one step on the union batch. The one
+    place advantages are standardised: the on-policy agent calls it on each minibatch before the loss, and a loss
+    called with `normalize_advantage=True` (outside the agent) calls it too."""
+    if adv.numel() < 2:
+        return adv
+    if group is None:
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+    n = adv.numel() * group.world
+    moments = group.mean(torch.stack([adv.mean(), adv.square().mean()]).float())
+    mean, var = moments[0], (moments[1] - moments[0].square()).clamp(min=0) * n / (n - 1)
+    return (adv - mean) / (var.sqrt() + 1e-8)
+
+
+def _advantages(batch: RolloutBatch, normalize: bool) -> torch.Tensor:
+    return standardized_advantages(batch.advantages) if normalize else batch.advantages
 
 
 def value_loss(values: torch.Tensor, batch: RolloutBatch, clip_range_vf: float,
@@ -69,7 +84,7 @@ def pg(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tens
        normalize_advantage: bool = False, diagnostics: bool = True, mask: torch.Tensor | None = None):
     """The vanilla policy gradient with a baseline: -mean(log pi(a|s) A); `clip_range` is ignored. `mask` leaves
     steps out of the value loss (their advantages are the caller's to zero: V-trace's LASER does)."""
-    adv = normalized_advantages(batch, normalize_advantage)
+    adv = _advantages(batch, normalize_advantage)
     policy_loss = -(log_probs * adv).mean()
     v_loss = value_loss(values, batch, clip_range_vf, mask)
     loss = policy_loss + vf_coef * v_loss
@@ -87,7 +102,7 @@ def ppo_clip(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torc
              clip_range: float = 0.2, clip_range_vf: float = 0.0, ent_coef: float = 0.0, vf_coef: float = 0.5,
              normalize_advantage: bool = True, diagnostics: bool = True):
     """-mean(min(r A, clip(r, 1 - eps, 1 + eps) A)) with r = pi(a|s) / pi_old(a|s), plus value and entropy terms."""
-    adv = normalized_advantages(batch, normalize_advantage)
+    adv = _advantages(batch, normalize_advantage)
     ratio = (log_probs - batch.old_log_probs).exp()
     policy_loss = -torch.minimum(adv * ratio, adv * ratio.clamp(1.0 - clip_range, 1.0 + clip_range)).mean()
     v_loss = value_loss(values, batch, clip_range_vf)

@@ -15,7 +15,7 @@ def test_the_loss_sees_standardised_returns_and_the_statistics_track_the_returns
     mem = agent.memory
     # the same rollout, its targets in return units
     expected = filled_agent(filled_rollout, "normalize_returns=false,epochs=1")
-    expected.memory.compute_advantages(expected._next_values(expected.memory.values[:64]), 0.98, 0.8)
+    expected.memory.compute_advantages(expected.next_values(expected.memory.values[:64]), 0.98, 0.8)
     # the first update: the head's outputs are returns standardised by (mean 0, var 1), i.e. the raw outputs
     agent.update()
     real = expected.memory.returns[:64].flatten().numpy()

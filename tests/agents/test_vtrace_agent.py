@@ -16,10 +16,10 @@ def test_vtrace_on_its_own_rollout_is_the_lambda_1_return(filled_rollout):
     agent = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     assert agent.vtrace
     mem = agent.memory
-    agent._vtrace_targets()
+    agent.fill_targets()
     vs = mem.returns.clone()
     gae_agent = filled_rollout("a2c_cartpole", "grad_comp=a2c,num_steps=16,gae_lambda=1.0")  # same rollout, GAE(1)
-    gae_agent.memory.compute_advantages(gae_agent._next_values(gae_agent.memory.values), 0.99, 1.0)
+    gae_agent.memory.compute_advantages(gae_agent.next_values(gae_agent.memory.values), 0.99, 1.0)
     torch.testing.assert_close(vs, gae_agent.memory.returns)
 
 
@@ -27,8 +27,8 @@ def test_stale_rescoring_with_unchanged_weights_changes_nothing(filled_rollout):
     fresh = filled_rollout("a2c_cartpole", "grad_comp=vtrace,num_steps=16")
     stale = copy.deepcopy(fresh)
     stale.memory.policy_lag[:] = 1  # rescored by a forward pass of the current weights: the same weights here
-    fresh._vtrace_targets()
-    stale._vtrace_targets()
+    fresh.fill_targets()
+    stale.fill_targets()
     torch.testing.assert_close(stale.memory.returns, fresh.memory.returns, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(stale.memory.advantages, fresh.memory.advantages, rtol=1e-5, atol=1e-5)
 
@@ -38,18 +38,18 @@ def test_a_stale_rollout_is_corrected_by_the_ratio_of_current_to_behaviour_polic
     mem = agent.memory
     mem.log_probs[:16] += 0.5  # the behaviour policy was surer of its actions: ratios exp(-0.5) < 1
     agent.memory.policy_lag[:] = 1  # acted by an older policy (the staleness the Scheme writes with the data)
-    agent._vtrace_targets()
+    agent.fill_targets()
     T = mem.pos
     whole = next(mem.minibatches(len(mem), agent.shuffle, seq_len=0))
     with torch.inference_mode():
         log_probs, _, values = agent._evaluate(whole, need_entropy=False)
     values = values.reshape(T, -1)
     expected_vs, expected_adv = vtrace_targets(log_probs.reshape(T, -1) - mem.log_probs[:T], values,
-                                               agent._next_values(values), mem.rewards[:T], mem.terminated[:T],
+                                               agent.next_values(values), mem.rewards[:T], mem.terminated[:T],
                                                mem.dones[:T], 0.99)
     torch.testing.assert_close(mem.returns[:T], expected_vs)
     torch.testing.assert_close(mem.advantages[:T], expected_adv)
-    on_policy_vs, _ = vtrace_targets(torch.zeros(T, mem.num_envs), values, agent._next_values(values),
+    on_policy_vs, _ = vtrace_targets(torch.zeros(T, mem.num_envs), values, agent.next_values(values),
                                      mem.rewards[:T], mem.terminated[:T], mem.dones[:T], 0.99)
     assert (mem.returns[:T] - on_policy_vs).abs().max() > 1e-3  # the correction did something
 

@@ -243,16 +243,19 @@ def test_an_on_policy_agent_with_a_memory_of_its_own_shape_takes_rollouts_throug
     assert agent.env_steps == 32 and transport.published[-1][1] == 3
 
 
-def test_an_agent_without_rollouts_says_so_when_asked_for_one():
-    """Bug caught: the rollout interface missing from Agent, so a replay agent handed rollouts fails with an
-    AttributeError instead of one line naming the agent."""
-    from rl.errors import ConfigError
+def test_the_scheme_roles_are_declared_by_the_agents_that_take_them():
+    """Bug caught: the on-policy agents not inheriting RolloutSource (their EXPERIENCE would be Agent's 'rows', and
+    the learner would send them replay rows), or the rollout and gradient methods put back on Agent, where every
+    replay agent would carry methods it can only refuse."""
+    from rl.agents.scheme import GradientSource, RolloutSource
 
-    hp = sets["dqn_cartpole"]()
-    agent = agents[hp.agent](hp, OBS, ACTIONS, 1, seed=0)
-    for call in (agent.rollout_layout, agent.rollout_ready, lambda: agent.ship_rollout(None)):
-        with pytest.raises(ConfigError, match="'dqn'"):
-            call()
+    for name in ("vpg", "a2c", "ppo", "impala"):
+        assert issubclass(agents[name], RolloutSource) and agents[name].EXPERIENCE == "rollouts"
+        assert issubclass(agents[name], GradientSource)
+    dqn = agents["dqn"]
+    assert dqn.EXPERIENCE == "rows" and not issubclass(dqn, (RolloutSource, GradientSource))
+    assert not any(hasattr(Agent, m) for m in ("take_rollout", "rollout_ready", "ship_rollout", "rollout_layout",
+                                               "compute_gradients", "gradient_size", "apply_gradients"))
 
 
 def test_the_workers_role_follows_what_the_agent_declares_it_takes(registered):
