@@ -70,7 +70,8 @@ import rl  # noqa: F401  (fills the other registries)
 from rl.agents.impala import ImpalaAgent
 from rl.collector import Collector
 from rl.envs import make_env
-from rl.memory.sequences import naive_bytes_per_step, ready
+from rl.memory.sequence_buffers import ready
+from rl.memory.sequence_store import naive_bytes_per_step
 from rl.registry import hparams as sets
 from rl.report.runs import read_progress
 from rl.trainer import configure_torch, seed_everything

@@ -1,6 +1,6 @@
-"""Seed B's V-trace agent (elite_buffer_vtrace; ../shared/REFERENCE.md 5.1-5.4): every rollout of T steps goes, one
-env's sequence at a time, into every buffer of `replay_parameters` (rl/memory/sequences.py), and each batch of
-`batch_rollouts` sequences is composed from them by sample ratio, in the listed order: with seed B's
+"""elite_buffer_vtrace's V-trace agent: every rollout of T steps goes, one
+env's sequence at a time, into every buffer of `replay_parameters` (rl/memory/sequence_buffers.py), and each batch of
+`batch_rollouts` sequences is composed from them by sample ratio, in the listed order: with elite_buffer_vtrace's
 `queue 1 @0.5 + standard 1000 @0.5`, half the freshest sequences, half replayed ones. Every sequence of a batch is
 scored by the current model and learned from with V-trace (`grad_comp=vtrace`), with CLEAR's cloning terms and
 LASER's trust-region mask as settings.
@@ -9,12 +9,12 @@ Acting is the on-policy agent's, plus what the buffers keep of the acting policy
 model's feature head, for elite and attentive sampling) and logits (CLEAR, LASER). With workers (`--num_workers`),
 each shipment is one worker's rollout, handed to `update()` as it arrives; with one process, the agent's own
 rollout. A batch is learned as soon as every buffer can give its share, so the queue's share of fresh sequences
-sets the pace: 5 fresh sequences (50 agent steps) per batch in seed B's first command.
+sets the pace: 5 fresh sequences (50 agent steps) per batch in elite_buffer_vtrace's first command.
 
 The buffers, their sampling counters, the annealed lambda and the batch generator are checkpointed: a resumed run
 composes the batches the uninterrupted one would.
 
-Volatility (issue 31, defined before any run; `_volatility`): with `probe_size` > 0, the KL between the policies
+Volatility (defined before any run; `_volatility`): with `probe_size` > 0, the KL between the policies
 before and after an update on a fixed probe set of observations (spread over the first batch, checkpointed); the KL of
 the target policy to the behaviour one over the replayed and the fresh steps of each batch (with stored logits: CLEAR
 or LASER on); lambda; and a ranked buffer's mean distance of the chosen sequences against its pool's. They are
@@ -34,7 +34,8 @@ from rl.errors import ConfigError
 from rl.grad_comp.vtrace import categorical_kl, laser_mask, vtrace_targets
 from rl.memory.replay_parameters import parse_replay_parameters, shares
 from rl.memory.rollout import RolloutBatch, RolloutMemory
-from rl.memory.sequences import SequenceBatch, Sequences, build_buffers, concat, from_rollout, next_values, ready
+from rl.memory.sequence_buffers import build_buffers, ready
+from rl.memory.sequences import SequenceBatch, Sequences, concat, from_rollout, next_values
 from rl.registry import agents, grad_comp
 
 
@@ -45,7 +46,8 @@ def ranks_sequences(specs) -> bool:
 
 @agents.register("impala")
 class ImpalaAgent(OnPolicyAgent):
-    """V-trace on batches composed from sequence buffers (seed B); learns from each rollout as it arrives."""
+    """V-trace on batches composed from sequence buffers (elite_buffer_vtrace); learns from each rollout as it
+    arrives."""
 
     LEARNS_EACH_ROLLOUT = True  # the learner hands it every worker rollout (rl/parallel/learner.py)
     LIVE_SETTINGS = ("lr", "ent_coef", "vf_coef", "max_grad_norm")
@@ -57,7 +59,8 @@ class ImpalaAgent(OnPolicyAgent):
         if hp.recurrent:
             raise ConfigError("agent 'impala' replays sequences without stored hidden states: use recurrent=False")
         if not hasattr(action_space, "n"):
-            raise ConfigError(f"agent 'impala' acts in discrete action spaces (seed B's Atari), got {action_space}")
+            raise ConfigError(f"agent 'impala' acts in discrete action spaces (as elite_buffer_vtrace on Atari), got "
+                              f"{action_space}")
         self.specs = parse_replay_parameters(hp.replay_parameters)
         counts = shares(self.specs, hp.batch_rollouts)  # every buffer's share is a whole number, at least one
         # which columns of a batch were replayed (every buffer but the queues), in the composed order
@@ -81,7 +84,7 @@ class ImpalaAgent(OnPolicyAgent):
         # a snapshot of the weights taken before the step (the live weights change under it)
         self.prepared: dict[int, SequenceBatch] = {}
         self._snapshot = None
-        # volatility (issue 31): the fixed probe set, taken from the first batch, and its logits after the last step
+        # volatility: the fixed probe set, taken from the first batch, and its logits after the last step
         self.probe: torch.Tensor | None = None
         self._probe_logits: torch.Tensor | None = None
 
@@ -198,8 +201,8 @@ class ImpalaAgent(OnPolicyAgent):
         return self.hp.num_steps * sum(shares(self.specs, self.hp.batch_rollouts))
 
     def _lr(self) -> float:
-        """Seed B's polynomial decay (`PolynomialLRDecay`, power 2 there: lr_decay_power) from lr to lr_end_value over
-        lr_scheduler_steps batches, then lr_end_value."""
+        """elite_buffer_vtrace's polynomial decay (`PolynomialLRDecay`, power 2 there: lr_decay_power) from lr to
+        lr_end_value over lr_scheduler_steps batches, then lr_end_value."""
         hp = self.hp
         if not hp.lr_decay:
             return hp.lr
@@ -246,7 +249,7 @@ class ImpalaAgent(OnPolicyAgent):
         info.update(self._volatility(before, kl))
         return info
 
-    # ------------------------------------------------------------------ volatility (issue 31)
+    # ------------------------------------------------------------------ volatility
     def _probe_pass(self) -> torch.Tensor:
         with torch.no_grad(), self.autocast():
             return _fp32(self.model(self.probe)[0])
@@ -295,7 +298,7 @@ class ImpalaAgent(OnPolicyAgent):
     # ------------------------------------------------------------------ checkpointing
     def state_dict(self, include_memory: bool = True) -> dict:
         """As every agent's; `include_memory=False` (best.pt, what evaluation reads) leaves the replayed sequences out:
-        at seed B's capacity of 10,000 Atari sequences they are gigabytes."""
+        at elite_buffer_vtrace's capacity of 10,000 Atari sequences they are gigabytes."""
         state = super().state_dict(include_memory)
         if not include_memory:
             state["sequence_replay"] = {**state["sequence_replay"], "buffers": None}

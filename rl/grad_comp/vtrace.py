@@ -2,14 +2,15 @@
 learning from rollouts acted by an older policy mu, and the `vtrace` loss that trains on them.
 
 The agent computes the targets with `vtrace_targets` (for any loss registered with kind `vtrace`) and stores them in
-the batch's `returns` (vs) and `advantages` (pg advantages); the loss itself is pg's formula, plus, as seed B
-(elite_buffer_vtrace, ../shared/REFERENCE.md 5.1) adds them when learning from replayed sequences:
+the batch's `returns` (vs) and `advantages` (pg advantages); the loss itself is pg's formula, plus, as
+elite_buffer_vtrace (its agent/algorithms/v_trace.py) adds them when learning from replayed sequences:
 - LASER's trust-region mask (Schmitt et al. 2019): a step whose KL(pi || mu) reaches a threshold carries no trace,
   no policy gradient and no value error (`mask`, from `laser_mask`);
 - CLEAR's behaviour cloning (Rolnick et al. 2019): + clear_policy_coef x mean KL(pi || mu) and
   + clear_value_coef x ||V_mu - V||_2 / n over the (masked) steps.
-The loss is a mean over the batch's n steps where seed B sums: its coefficients apply unchanged to the mean (the
-whole loss, and with it the optimizer's epsilon and clip, is B's divided by n; hparams/scheme.py).
+The loss is a mean over the batch's n steps where elite_buffer_vtrace sums: its coefficients apply unchanged to the
+mean (the whole loss, and with it the optimizer's epsilon and clip, is elite_buffer_vtrace's divided by n;
+hparams/scheme.py).
 """
 
 from __future__ import annotations
@@ -77,9 +78,9 @@ def vtrace(log_probs: torch.Tensor, entropy: torch.Tensor | None, values: torch.
     targets. The agent fills `batch.advantages` (pg advantages) and `batch.returns` (vs) with `vtrace_targets`
     before the update; this loss does not recompute them. `clip_range` is ignored.
 
-    Seed B's additions, all off by default: `mask` [n] (LASER; the advantages carry it already) drops masked steps'
-    value errors; `policy_kl` [n] = KL(pi || mu) with gradient (`categorical_kl`) for CLEAR's policy cloning; CLEAR's
-    value cloning pulls V towards the behaviour values `batch.old_values`."""
+    elite_buffer_vtrace's additions, all off by default: `mask` [n] (LASER; the advantages carry it already) drops
+    masked steps' value errors; `policy_kl` [n] = KL(pi || mu) with gradient (`categorical_kl`) for CLEAR's policy
+    cloning; CLEAR's value cloning pulls V towards the behaviour values `batch.old_values`."""
     loss, info = pg(log_probs, entropy, values, batch, clip_range=clip_range, clip_range_vf=clip_range_vf,
                     ent_coef=ent_coef, vf_coef=vf_coef, normalize_advantage=normalize_advantage,
                     diagnostics=diagnostics, mask=mask)

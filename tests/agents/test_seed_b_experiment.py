@@ -1,4 +1,4 @@
-"""Seed B's experiment settings (issue 31; REFERENCE 5.1, 5.4): the power-2 learning-rate decay and lambda's annealing
+"""The settings of elite_buffer_vtrace's experiment: the power-2 learning-rate decay and lambda's annealing
 as the published code computes them."""
 
 import copy
@@ -16,7 +16,8 @@ from rl.collector import Collector
 from rl.envs import make_env
 from rl.grad_comp.vtrace import categorical_kl
 from rl.memory.replay_parameters import parse_replay_parameters
-from rl.memory.sequences import Sequences, build_buffers
+from rl.memory.sequence_buffers import build_buffers
+from rl.memory.sequences import Sequences
 from rl.registry import hparams as sets
 
 OBS, ACT = gym.spaces.Box(-1, 1, (8,), np.float32), gym.spaces.Discrete(6)
@@ -35,7 +36,7 @@ def test_power_2_decay_from_8e4_to_1e5_at_start_half_and_end():
     for n in (0, 35_000, 70_000, 90_000):
         a.updates = n
         values[n] = a._lr()
-    # seed B's PolynomialLRDecay: (lr - end) (1 - n / N)^2 + end
+    # elite_buffer_vtrace's PolynomialLRDecay: (lr - end) (1 - n / N)^2 + end
     assert values[0] == pytest.approx(8e-4)
     assert values[35_000] == pytest.approx((8e-4 - 1e-5) * 0.25 + 1e-5)  # 2.075e-4; power 1 would give 4.05e-4
     assert values[70_000] == pytest.approx(1e-5) and values[90_000] == pytest.approx(1e-5)
@@ -65,7 +66,8 @@ def test_a_games_sets_differ_only_in_the_sampling(game):
 
 
 def seed_b_lambda(draws: int, lam: float = 6.0, steps: int = 70_000, alfa: float = 2.0) -> float:
-    """Seed B's EliteSampleStrategy.sample: lambda -= (lambda0 - 1) / (steps * alfa) at every draw, floored at 1."""
+    """elite_buffer_vtrace's EliteSampleStrategy.sample: lambda -= (lambda0 - 1) / (steps * alfa) at every draw,
+    floored at 1."""
     delta = (lam - 1) / (steps * alfa)
     for _ in range(draws):
         lam = max(1.0, lam - delta)

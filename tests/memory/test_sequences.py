@@ -1,7 +1,8 @@
-"""Sequence buffers (rl/memory/sequences.py): stored rollouts come back exactly (frame stacks rebuilt from frames kept
-once, across resets inside a sequence), never cross an episode start unflagged and bootstrap a truncation from its
-final observation; queue removal and FIFO order, uniform with replacement, sampling counters, elite insertion and
-sampling, attentive ranking, composition by ratio in listed order, fill-in gating and checkpoint round trips."""
+"""Sequence replay (rl/memory/sequences.py, sequence_store.py, sequence_buffers.py): stored rollouts come back
+exactly (frame stacks rebuilt from frames kept once, across resets inside a sequence), never cross an episode start
+unflagged and bootstrap a truncation from its final observation; queue removal and FIFO order, uniform with
+replacement, sampling counters, elite insertion and sampling, attentive ranking, composition by ratio in listed order,
+fill-in gating and checkpoint round trips."""
 
 import io
 
@@ -11,17 +12,9 @@ import torch
 
 from rl.memory.elite_sampling import EliteSampler
 from rl.memory.replay_parameters import parse_replay_parameters
-from rl.memory.sequences import (
-    CustomBuffer,
-    QueueBuffer,
-    SequenceBuffer,
-    Sequences,
-    SequenceStore,
-    build_buffers,
-    compose,
-    naive_bytes_per_step,
-    next_values,
-)
+from rl.memory.sequence_buffers import CustomBuffer, QueueBuffer, SequenceBuffer, build_buffers, compose
+from rl.memory.sequence_store import SequenceStore, naive_bytes_per_step
+from rl.memory.sequences import Sequences, next_values
 
 S, H, T, F = 4, 6, 5, 3
 
@@ -310,13 +303,14 @@ def test_elite_sampling_ranks_the_pool_with_one_batched_call():
     assert idx.tolist() == ref.select(pool, dist, np.ones(len(pool), int)).tolist()
     ranked = sorted(np.unique(pool), key=lambda i: features[i])
     assert set(idx.tolist()) <= set(ranked[:2])  # the most on-policy first
-    # logged (issue 31): the chosen sequences' mean distance and the pool's, every draw counted
+    # logged: the chosen sequences' mean distance and the pool's, every draw counted
     chosen = np.abs(np.array(features))[idx] * np.sqrt(T * F)
     assert buf.diagnostics == pytest.approx({"selected_distance": chosen.mean(), "pool_distance": dist.mean()})
 
 
 def test_attentive_sampling_ranks_most_similar_to_the_newest_last_acted_state():
-    """The query is the newest rollout's last acted state (T - 1): seed B drops the bootstrap one's features."""
+    """The query is the newest rollout's last acted state (T - 1): elite_buffer_vtrace drops the bootstrap one's
+    features."""
     extra = ', "sample_strategy": "attentive_sampling", "lambda_batch_multiplier": 6, "elite_sampling_strategy": ' \
             '"strategy1"'
     buf = custom(extra, capacity=6, batch_size=1, lr_scheduler_steps=1000)
