@@ -82,8 +82,8 @@ def load(output_dir: str | Path, checkpoint: str = "latest"):
     the `checkpoint` ("latest", "best" or a file's path). Reads the folder and writes nothing, so it works beside a
     run that is still training; `Run.train` is refused (use `make` to continue training)."""
     import hparams as _sets  # noqa: F401  (registers the sets)
-    from rl.hparams import MACHINE_SETTINGS, read_record
     from rl.registry import hparams as sets
+    from rl.resolve import MACHINE_SETTINGS, read_record
     from rl.run import Run
     from rl.trainer import evaluation_agent
 

@@ -20,7 +20,7 @@ IDENTITY = ("env", "seed")  # with the set: what a run is; resuming it with othe
 def resolve_run(args, output_dir: Path, seed_offset: int = 0) -> tuple:
     """The settings of the run `args` asks for in `output_dir`, checked against the run the folder holds, and the
     record to write once it starts: (hp, record, fork_from). `seed_offset`: this copy's place among `--copies`."""
-    from rl.hparams import read_record, resolve_hparams
+    from rl.resolve import read_record, resolve_hparams
 
     fork = Path(args.fork_from) if getattr(args, "fork_from", None) else None
     fresh = not (output_dir / "hparams.json").exists()
@@ -83,7 +83,7 @@ def evaluate_folder(args, output_dir: Path) -> dict:
     writes eval.json)."""
     from rl.evaluation import test
     from rl.folder import FolderLock, check_writable_folder
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     if not (output_dir / "hparams.json").exists():
         raise ConfigError(f"--training False needs a trained run, and {output_dir} has no hparams.json: "

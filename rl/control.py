@@ -207,7 +207,7 @@ def carry_changes(output_dir: Path, old_record: dict, now: dict) -> list[dict]:
 
 def record_change(output_dir: Path, step: int, settings: dict, record: dict | None = None) -> None:
     """Keep a change in hparams.json: the settings in effect, and the list of changes (which resuming applies after
-    the command line's --hparam_override, rl/hparams.py). `record`: hparams.json as read (and checked) before the
+    the command line's --hparam_override, rl/resolve.py). `record`: hparams.json as read (and checked) before the
     change was applied; read here when not given."""
     record = read_run_record(output_dir) if record is None else record
     if record is None:  # a run started without train.py's record (a script calling the loop itself)

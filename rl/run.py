@@ -113,7 +113,7 @@ class Run:
         """Everything checked: write hparams.json (every --control change kept), make checkpoints/, drop the
         eval.json of an earlier sitting (it belongs to a step this run goes past), and say what runs."""
         from rl.control import carry_changes
-        from rl.hparams import read_record
+        from rl.resolve import read_record
 
         checkpoint_dir(self.dir).mkdir(parents=True, exist_ok=True)  # its absence later means it was deleted
         record = {**record, "hparams": self.hp.to_dict()}  # as they are now (a group's rank 0 settled them)

@@ -30,7 +30,7 @@ def refused_before_a_run(capsys, *argv: str) -> tuple[int, str]:
     """`main` for a command that must be refused while its settings are resolved: checked there first, so that a
     missing refusal fails this test at once instead of starting the run (an evaluation of 100,000 episodes)."""
     import train
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     args = train.parser().parse_args(list(argv))
     with pytest.raises(ConfigError):
@@ -102,7 +102,7 @@ def test_hparam_override_out_of_bounds_is_one_line(capsys, tmp_path):
 
 
 def _run_record(out, overrides: str = ""):
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     args = SimpleNamespace(hparams="ppo_cartpole", hparam_override=overrides, env=None, seed=None, train_steps=None,
                            eval_episodes=None, test_episodes=None, num_workers=None, ray_address=None)

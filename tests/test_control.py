@@ -17,9 +17,9 @@ import pytest
 from rl.checkpoint import write_json
 from rl.control import carry_changes, changeable, parse_request
 from rl.errors import ConfigError
-from rl.hparams import resolve_hparams
 from rl.job import running_job
 from rl.registry import hparams as sets
+from rl.resolve import resolve_hparams
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 

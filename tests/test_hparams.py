@@ -121,7 +121,7 @@ def test_every_setting_has_help():
 
 def test_precedence_set_then_saved_then_override_then_flags(tmp_path):
     import train
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     saved = sets["dqn_cartpole"]()
     saved.lr, saved.batch_size, saved.train_steps, saved.gamma = 0.5, 7, 1234, 0.9
@@ -170,7 +170,7 @@ WRONG_RECORDS = [
 def test_a_record_of_the_wrong_structure_is_one_config_error_naming_the_file(tmp_path, record, expected):
     """A hand-edited hparams.json of another shape: one ConfigError naming the file and what it expected. Bug
     caught: any part read without its structure checked first (an AttributeError or TypeError traceback)."""
-    from rl.hparams import read_record, resolve_hparams
+    from rl.resolve import read_record, resolve_hparams
 
     path = tmp_path / "hparams.json"
     path.write_text(json.dumps(record))
@@ -184,7 +184,7 @@ def test_a_record_of_the_wrong_structure_is_one_config_error_naming_the_file(tmp
 def test_a_record_of_the_right_structure_resumes_with_its_control_changes(tmp_path):
     """The structure check lets through what train.py writes: flags, --control changes and an `overridden` list.
     Bug caught: a check that refuses a well-formed record, or a `flags` without hparam_override."""
-    from rl.hparams import read_record, resolve_hparams
+    from rl.resolve import read_record, resolve_hparams
 
     record = {"hparams_set": "dqn_cartpole", "hparams": sets["dqn_cartpole"]().to_dict(), "flags": {"seed": None},
               "control": [{"step": 10, "settings": {"lr": 0.25, "gamma": 0.5}, "overridden": ["gamma"]}]}
@@ -198,7 +198,7 @@ def test_a_record_of_the_right_structure_resumes_with_its_control_changes(tmp_pa
 def test_a_record_that_is_not_json_text_is_one_config_error(tmp_path, content):
     """Bug caught: a record that is not UTF-8 (UnicodeDecodeError from reading it) or not JSON escaping as a
     traceback."""
-    from rl.hparams import read_record
+    from rl.resolve import read_record
 
     path = tmp_path / "hparams.json"
     path.write_bytes(content)

@@ -100,7 +100,7 @@ def test_a_bad_space_is_one_line(space, words):
 
 def test_the_override_reproduces_the_sampled_values_exactly(tmp_path):
     """Through resolve_hparams, as `train.py --hparam_override TEXT` reads it: every value comes back bit for bit."""
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     params = parse_space(SPACE + ",env=choice(CartPole-v1,'Cart,Pole')", sets["ppo_cartpole"]())
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))

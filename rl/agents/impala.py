@@ -29,7 +29,8 @@ import threading
 import numpy as np
 import torch
 
-from rl.agents.on_policy import OnPolicyAgent, _fp32
+from rl.agents.common import fp32_params
+from rl.agents.on_policy import OnPolicyAgent
 from rl.errors import ConfigError
 from rl.grad_comp.vtrace import categorical_kl, laser_mask, vtrace_targets
 from rl.memory.replay_parameters import parse_replay_parameters, shares
@@ -99,7 +100,7 @@ class ImpalaAgent(OnPolicyAgent):
                     params, values, hidden, features = self.model(x, self.hidden, with_features=True)
                 else:
                     (params, values, hidden), features = self.model(x, self.hidden), None
-            params, values = _fp32(params), values.float()
+            params, values = fp32_params(params), values.float()
             step = self.policy(params)
         self._cache = (x, step.actions, step.log_probs, values, self.hidden, hidden)
         self._behaviour = {"features": features, "logits": params}  # the base observe stores those the memory keeps
@@ -218,7 +219,7 @@ class ImpalaAgent(OnPolicyAgent):
         self.optimizer.lr = self._lr()
         with self.autocast():
             params, values, _ = self.model(obs.flatten(0, 1))
-        logits, values = _fp32(params).view(T + 1, k, -1), values.float().view(T + 1, k)
+        logits, values = fp32_params(params).view(T + 1, k, -1), values.float().view(T + 1, k)
         actions = batch.actions.to(dev)
         log_probs = self.policy.log_prob(logits[:T], actions)
         entropy = self.policy.entropy(logits[:T])
@@ -252,7 +253,7 @@ class ImpalaAgent(OnPolicyAgent):
     # ------------------------------------------------------------------ volatility
     def _probe_pass(self) -> torch.Tensor:
         with torch.no_grad(), self.autocast():
-            return _fp32(self.model(self.probe)[0])
+            return fp32_params(self.model(self.probe)[0])
 
     def _probe_before(self, acted: torch.Tensor) -> torch.Tensor | None:
         """The probe set's logits before this update's step, on the updates that measure (None on the others). The

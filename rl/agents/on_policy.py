@@ -23,24 +23,15 @@ import numpy as np
 import torch
 
 from rl.agents.base import Agent
-from rl.agents.common import linear_decay
+from rl.agents.common import check_same_step_autoreset, fp32_params, linear_decay
 from rl.agents.flat_adam import FlatAdam
 from rl.agents.normalize import ObsNormalizer, RewardNormalizer, RunningMeanStd
 from rl.agents.scheme import GradientSource, RolloutSource
-from rl.envs import has_same_step_native
 from rl.errors import ConfigError
 from rl.grad_comp.policy_gradient import approx_kl, standardized_advantages
 from rl.memory.rollout import RolloutMemory
 from rl.memory.targets import bootstrap_values, fill_vtrace
 from rl.registry import act_select, agents, grad_comp, memory, models
-
-
-def _check_vector_mode(hp) -> None:
-    """The rollout stores every env at every step: that needs same-step autoreset (sync, async, auto, or a native
-    vector env that resets in the same step, like CartPole's)."""
-    if hp.vector_mode == "native" and not has_same_step_native(hp.env):
-        raise ConfigError(f"agent {hp.agent!r} needs same-step autoreset: use vector_mode=auto, sync or async "
-                          f"({hp.env!r}'s native vector env resets on the next step)")
 
 
 class OnPolicyAgent(RolloutSource, GradientSource, Agent):
@@ -52,7 +43,7 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         super().__init__(hp, obs_space, action_space, num_envs, seed)
-        _check_vector_mode(hp)
+        check_same_step_autoreset(hp)
         self.model = models[hp.model].build(hp, obs_space, action_space).to(self.device)
         self.optimizer = FlatAdam(self.model, hp.lr, self.optimizer_eps(), kind=hp.optimizer,
                                   rmsprop_alpha=hp.rmsprop_alpha)
@@ -182,7 +173,7 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
         """The model's step, under bf16 autocast with `precision=bf16`; outputs in fp32 for the policy and loss."""
         with self.autocast():
             params, values, hidden = self.model(x, hidden)
-        return _fp32(params), values.float(), None if hidden is None else hidden.float()
+        return fp32_params(params), values.float(), None if hidden is None else hidden.float()
 
     def _evaluate(self, batch, need_entropy: bool):
         with self.autocast():
@@ -190,7 +181,7 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
                 params, values = self.model.forward_sequence(batch.obs, batch.hidden, batch.starts)
             else:
                 params, values, _ = self.model(batch.obs)
-        params, values = _fp32(params), values.float()
+        params, values = fp32_params(params), values.float()
         entropy = self.policy.entropy(params) if need_entropy else None
         return self.policy.log_prob(params, batch.actions), entropy, values
 
@@ -400,11 +391,6 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
             self.memory.reset()
         self.hidden = self.model.initial_state(self.num_envs, self.device)
         self.starts[:] = 1.0
-
-
-def _fp32(params):
-    """Policy parameters (logits, or a Gaussian's mean and log-std) in fp32."""
-    return tuple(p.float() for p in params) if isinstance(params, tuple) else params.float()
 
 
 for _name in ("vpg", "a2c", "ppo"):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 def submit_run(args, argv: list[str]) -> None:
     from rl.cloud.render import plan, render, to_yaml
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     hp = resolve_hparams(args, Path(args.output_dir))
     if getattr(args, "tune", None) is not None:  # a bad search fails here, not in its pods

@@ -3,7 +3,7 @@ give back.
 
 The agents call their loss in five different ways, so a loss declares at registration which call it takes
 (`@grad_comp.register("my_td", kind="td")`; the kinds are rl/registry.py's LOSS_KINDS) and an agent class names the
-kinds it calls (`LOSS_KINDS`). `check_loss` runs at start (rl/hparams.py's `check_assembly`) and refuses in one line a
+kinds it calls (`LOSS_KINDS`). `check_loss` runs at start (rl/resolve.py's `check_assembly`) and refuses in one line a
 loss of a kind the agent does not call, a loss whose parameters cannot take its kind's call, and a loss declared
 without per-sample errors where the memory updates priorities from them.
 

@@ -315,7 +315,7 @@ def parse(argv: list[str]):
 @pytest.mark.parametrize("name, doc", run_params())
 def test_each_command_parses_and_resolves_its_settings(name, doc, tmp_path):
     """Fast: the command as written (set name, overrides, env id) is what train.py accepts."""
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     for argv in k8s_checks.train_argv(doc):
         args = parse(argv)
@@ -532,7 +532,7 @@ def test_a_flag_typo_in_a_manifest_fails_the_command_checks(tmp_path):
 @pytest.mark.parametrize("edit, match", [(("appo_atari", "appo_atarii"), "appo_atarii"),
                                          (("--num_workers", "--hparam_override lrr=1e-4 --num_workers"), "lrr")])
 def test_a_set_or_setting_typo_in_a_manifest_fails_the_command_checks(edit, match, tmp_path):
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     job = the("rayjob.yaml")
     job["spec"]["entrypoint"] = job["spec"]["entrypoint"].replace(*edit)

@@ -213,7 +213,7 @@ def test_the_local_disk_follows_its_flag_and_stays_on_this_machine(capsys):
     import rl.cloud.render as rendering
     import train
     from rl.errors import ConfigError
-    from rl.hparams import resolve_hparams
+    from rl.resolve import resolve_hparams
 
     argv = ["--sys", "k8s", "--output_dir", "runs/x", "--hparams", "appo_atari", "--nodes", "3"]
     args = train.parser().parse_args(argv)
