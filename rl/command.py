@@ -12,7 +12,6 @@ from pathlib import Path
 from rl.checkpoint import list_checkpoints
 from rl.errors import ConfigError
 from rl.run import Run
-from rl.trainer import follow
 
 IDENTITY = ("env", "seed")  # with the set: what a run is; resuming it with others would mix two runs in one record
 
@@ -69,6 +68,7 @@ def run_one(args, output_dir: Path, seed_offset: int = 0, quiet: bool = False, m
         member.settle(hp)
         if member.rank:  # torchrun/PyTorchJob started this rank: it follows rank 0 and never writes the folder
             from rl.parallel.collective import serve
+            from rl.parallel.follower import follow
 
             serve(partial(follow, hp, output_dir), member)
             return {}

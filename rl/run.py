@@ -31,7 +31,7 @@ from rl.errors import ConfigError, RunStopped
 from rl.evaluation import play, summarize
 from rl.finite import NonFiniteStop, nonfinite_value, nonfinite_weight
 from rl.folder import FolderLock
-from rl.trainer import follow, make_trainer, prepare
+from rl.trainer import make_trainer, prepare
 
 
 class StopFlag(signals.armed):
@@ -93,6 +93,7 @@ class Run:
             check_checkpoints_kept(output_dir, fresh)
             if hp.num_grad_workers > 1 and hp.grad_communication == "sync":  # DPPO: rank 0; its ranks forked here
                 from rl.parallel.collective import launch
+                from rl.parallel.follower import follow
 
                 group, children = launch(hp, partial(follow, hp, output_dir), member)
                 hp = group.settings(hp)

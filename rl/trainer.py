@@ -1,6 +1,7 @@
 """Building a run and picking its trainer: torch's settings, seeding, the agent (restored from the newest checkpoint),
 and the one factory that chooses between this process stepping its envs (`SingleProcess`) and the Scheme's learner fed
-by workers (rl/parallel, imported only then). Synchronous gradient workers of rank > 0 run `follow`.
+by workers (rl/parallel, imported only then). A synchronous gradient rank > 0 runs rl/parallel/follower.py's
+`follow`, built from the same `prepare` and `make_trainer`.
 """
 
 from __future__ import annotations
@@ -133,34 +134,3 @@ def prepare(hp, output_dir: Path, rank: int = 0, source: Path | None = None, qui
         env.close()
         raise
     return env, agent, stats
-
-
-def follow(hp, output_dir: Path, rank: int, address, local_rank: int | None = None, signals: bool = False) -> None:
-    """A synchronous gradient worker of rank > 0: the training loop without evaluation, logging or checkpoints, with
-    rank 0's settings. It reads the run folder (a resumed run's checkpoint) and never writes it. `signals`: this rank
-    was started by torchrun or PyTorchJob, and a SIGTERM or SIGINT it gets stops the group (rank 0 checkpoints); it
-    then exits with 128 + the signal, as after a stop that another rank got (rl/parallel/collective.py)."""
-    from contextlib import nullcontext
-
-    from rl.parallel.collective import GradientGroup, GroupTrainer, stop_code
-    from rl.signals import armed
-
-    group = GradientGroup(rank, hp.num_grad_workers, address, hp.device, hp.group_timeout_s, local_rank)
-    trainer = None
-    try:
-        hp = group.settings(hp)
-        env, agent, stats = prepare(hp, output_dir, rank)
-        group.join(agent)
-        trainer = GroupTrainer(make_trainer(hp, env, agent, stats, seed=rank_seed(hp.seed + agent.env_steps, rank)),
-                               agent, group, hp.train_steps)
-        with armed(tell=group.tell_stop) if signals else nullcontext() as stop:
-            while not trainer.finished(stop.signum if signals else 0):
-                trainer.step()
-            own = stop.signum if signals else 0
-    finally:
-        if trainer is not None:
-            trainer.close()
-        group.close()
-    code = stop_code(own, group) if signals else 0
-    if code:
-        raise SystemExit(code)

@@ -12,7 +12,7 @@
   gradients with a torch.distributed all-reduce (forked here, Ray actors, or started by torchrun or PyTorchJob).
 - `processes.py`: what a process started here does first: workers (forked or Ray actors) take one thread and their
   seeds (`settle_worker`); forked workers and forked gradient ranks die with their parent (`die_with_parent`); a
-  gradient rank's threads and seeds are its run's (rl/trainer.py's `follow`).
+  gradient rank's threads and seeds are its run's (rl/parallel/follower.py's `follow`).
 
 The import order is spec, buffers, processes, transports < learner < roles (an async RAPID gradient worker embeds a
 learner, so the learner and transports take `roles.make_worker` from their caller), and processes, transports <

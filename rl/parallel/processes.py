@@ -4,9 +4,9 @@
 - a worker in a Ray actor (transports/ray_actors.py's WorkerActor): `settle_worker` only (Ray ends its actors, not a
   parent);
 - a rank > 0 of a synchronous gradient group forked by collective.py (`_follower`): `die_with_parent` only; as a Ray
-  actor (RankActor) or started by torchrun, neither. A rank runs rl/trainer.py's `follow`, which sets its threads
-  (rank 0's `torch_threads`) and seeds (rank 0's, its agent's and envs' offset by rl/settle.py's `rank_seed`) as a
-  run does.
+  actor (RankActor) or started by torchrun, neither. A rank runs rl/parallel/follower.py's `follow`, which sets its
+  threads (rank 0's `torch_threads`) and seeds (rank 0's, its agent's and envs' offset by rl/settle.py's `rank_seed`)
+  as a run does.
 Below the transports and the group, which both start such processes."""
 
 from __future__ import annotations

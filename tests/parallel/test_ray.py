@@ -372,7 +372,7 @@ import sys
 import hparams, rl
 from rl.registry import hparams as sets
 from rl.parallel.collective import launch
-from rl.trainer import follow as real_follow
+from rl.parallel.follower import follow as real_follow
 from functools import partial
 from pathlib import Path
 
