@@ -1,4 +1,9 @@
-"""`base()`: every setting that all agents share, with one line of help each. Families extend it."""
+"""`base()`: the settings every run reads, and the sections that some runs read (an Atari env's, the Scheme's
+workers', Ray's), each setting with one line of help. Families extend it with sections of their own.
+
+A section's `when` says which runs read it (rl/hparams.py): a run's hparams.json and its printed settings hold only
+those sections, and any section holding a value other than its default.
+"""
 
 from rl.agents.base import DEVICE_NAMES, is_device_name
 from rl.hparams import PROBABILITY, HParams, above, at_least, between, each, either, one_of, where
@@ -13,31 +18,73 @@ MOST_INTERVAL = 10**10  # env steps between evaluations, checkpoints or log rows
 # and 100_003 x restarts, copy i), must stay below 2^31, the largest seed ale-py's vector env takes
 MOST_SEED = 2**30 - 1
 LEARNING_RATE = between(0, 1, low_open=True)
+CNN_TORSOS = ("nature_cnn", "impala_cnn", "elite_cnn")
+
+
+# Which runs read a section: module-level functions, since settings travel to worker processes by pickle.
+def is_atari(hp: HParams) -> bool:
+    return hp.env_type == "atari"
+
+
+def is_gym_vector(hp: HParams) -> bool:
+    """gymnasium's vector engines (every family but Atari, whose ale-py vector env is its own)."""
+    return hp.env_type != "atari"
+
+
+def has_mlp(hp: HParams) -> bool:
+    """The MLP torso and the continuous agents' critics read its widths; a convolutional torso does not."""
+    return hp.torso not in CNN_TORSOS
+
+
+def has_cnn(hp: HParams) -> bool:
+    return hp.torso in CNN_TORSOS
+
+
+def has_replay(hp: HParams) -> bool:
+    """A replay memory, which a checkpoint may hold (an on-policy rollout is always kept: it is small)."""
+    return hp.memory not in ("rollout",)
+
+
+def has_workers(hp: HParams) -> bool:
+    return hp.num_workers > 0 or hp.num_grad_workers > 1
+
+
+def has_collection_workers(hp: HParams) -> bool:
+    return hp.num_workers > 0
+
+
+def has_gradient_workers(hp: HParams) -> bool:
+    return hp.num_grad_workers > 1
+
+
+def on_ray(hp: HParams) -> bool:
+    return bool(hp.ray_address) and has_workers(hp)
 
 
 def base() -> HParams:
     """Not registered: it names no agent settings of its own, so every runnable set derives from a family set."""
     hp = HParams()
-    d = hp.define
-    # what to assemble
+    d = hp.section("parts")  # what to assemble, by registry key
     d("agent", "dqn", "agents registry key: the algorithm")
     d("model", "q_network", "models registry key: the network builder")
     d("torso", "mlp", "models registry key: the feature extractor inside the network")
     d("memory", "replay", "memory registry key: where experience is stored and sampled from")
     d("act_select", "epsilon_greedy", "act_select registry key: how actions are chosen while training")
     d("grad_comp", "td", "grad_comp registry key: the loss function")
-    # environment
+    d = hp.section("env")
     d("env", "CartPole-v1", "gymnasium env id (--env overrides)")
     d("env_type", "gym", "envs registry key: the env family and its wrappers (gym, atari, bullet ...)")
     d("num_envs", 1, "environments stepped together in one vector env", bound=at_least(1))
     d("max_episode_steps", 0, "time limit of an episode in env steps, truncating it (0: the env id's own limit)",
       bound=at_least(0))
+    d = hp.section("gym vector env", when=is_gym_vector)
     d("time_feature", False, "gym envs: append the time left, 1 - t / time limit, to the observation (sb3-contrib's "
       "TimeFeatureWrapper, used by rl-baselines3-zoo on PyBullet)")
     d("vector_mode", "sync", "vector engine: sync, async, native (the env's own vectorised code) or auto "
       "(native where it resets in the same step, e.g. CartPole; sync otherwise)",
       bound=one_of("sync", "async", "native", "auto"))
-    # Atari (env_type=atari: ale-py's AtariVectorEnv, whose C++ threads do the DeepMind preprocessing)
+    # ale-py's AtariVectorEnv, whose C++ threads do the DeepMind preprocessing
+    d = hp.section("atari", when=is_atari)
     d("frame_skip", 4, "atari: emulator frames per agent step (the last two max-pooled)", bound=at_least(1))
     d("frame_stack", 4, "atari: 84x84 grayscale frames stacked into one observation", bound=at_least(1))
     d("noop_max", 30, "atari: up to this many no-op actions at the start of a game", bound=at_least(0))
@@ -50,7 +97,7 @@ def base() -> HParams:
     d("reward_clipping", True, "atari: the agent learns from rewards clipped to [-1, 1] (scores stay unclipped)")
     d("fire_reset", True, "atari: press FIRE at the start of games that need it")
     d("env_threads", 0, "atari: C++ threads stepping the envs (0: one per core, at most num_envs)", bound=at_least(0))
-    # run length, evaluation, checkpoints
+    d = hp.section("run")  # its length, evaluations, checkpoints and logs
     d("train_steps", 100_000, "environment steps to train for, summed over envs (--train_steps overrides)",
       bound=between(1, MOST_STEPS))
     d("seed", 0, "seed of envs, networks and samplers (--seed overrides; copy i uses seed + i)",
@@ -69,20 +116,24 @@ def base() -> HParams:
       "checkpoint: the most a stop without warning (SIGKILL, the OOM killer, a lost node) can cost (0: steps alone)",
       bound=between(0, MOST_INTERVAL))
     d("keep_checkpoints", 3, "how many recent checkpoints to keep", bound=at_least(1))
+    d = hp.section("replay checkpoints", when=has_replay)
     d("checkpoint_memory", True, "include the replay memory in checkpoints so a resumed run samples the same data")
+    d = hp.section("run")
     d("log_interval", 1_000, "environment steps between log rows (TensorBoard, progress.csv, console)",
       bound=between(1, MOST_INTERVAL))
-    # optimisation
+    d = hp.section("optimisation")
     d("lr", 3e-4, "learning rate", bound=LEARNING_RATE)
     d("adam_eps", 1e-8, "Adam's epsilon", bound=above(0))
     d("gamma", 0.99, "discount factor", bound=between(0, 1))
     d("max_grad_norm", 10.0, "gradient clipping by global norm (0: off)", bound=at_least(0))
+    d = hp.section("mlp", when=has_mlp)
     d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers", bound=each(at_least(1)))
     d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu",
       bound=one_of("relu", "tanh", "elu", "gelu", "silu"))
+    d = hp.section("cnn", when=has_cnn)
     d("fixup_init", False, "impala_cnn: Fixup initialisation of the residual blocks (Zhang et al. 2019)")
     d("channels_last", False, "convolutional torsos: channels-last memory format (faster on some CPUs and GPUs)")
-    # system
+    d = hp.section("system")
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)",
       bound=where(is_device_name, DEVICE_NAMES))
     d("precision", "fp32", "fp32, or bf16: on-policy agents run forward passes under bfloat16 autocast (weights, "
@@ -91,8 +142,14 @@ def base() -> HParams:
     d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)",
       bound=at_least(1))
     # the Scheme (rl/parallel): collection workers and gradient workers, each group sync or async
+    d = hp.section("scheme", when=has_workers)
     d("num_workers", 0, "0: one process; N > 0: N collection worker processes feeding this learner "
       "(--num_workers overrides)", bound=at_least(0))
+    d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share",
+      bound=at_least(1))
+    d("ray_address", "", "run the workers as Ray actors on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
+      "('': shared-memory processes on this machine; --ray_address or RAY_ADDRESS set it)")
+    d = hp.section("collection workers", when=has_collection_workers)
     d("col_communication", "async", "collection workers: async (they keep acting with the weights they have: "
       "IMPALA, APPO, Ape-X) or sync (the learner waits for all, learns, then every worker gets the new weights)",
       bound=one_of("async", "sync"))
@@ -101,16 +158,14 @@ def base() -> HParams:
     d("worker_timeout", 60.0, "seconds a worker may go without a step before it is declared hung and restarted",
       bound=above(0))
     d("worker_envs", 0, "envs per collection worker (0: num_envs)", bound=at_least(0))
-    d("num_grad_workers", 1, "gradient workers: M > 1 processes each collect and compute gradients on their share",
-      bound=at_least(1))
+    d = hp.section("gradient workers", when=has_gradient_workers)
     d("grad_communication", "sync", "gradient workers: sync (gradients averaged by a torch.distributed "
       "all-reduce every step: DPPO) or async (the learner applies each worker's gradient as it arrives: A3C)",
       bound=one_of("sync", "async"))
     d("group_timeout_s", 1800.0, "sync gradient workers: seconds a rank waits in a collective for the others before "
       "the group is lost (exit 129). Rank 0's evaluations must fit in it: the other ranks wait in the next all-reduce",
       bound=above(0))
-    d("ray_address", "", "run the workers as Ray actors on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
-      "('': shared-memory processes on this machine; --ray_address or RAY_ADDRESS set it)")
+    d = hp.section("ray", when=on_ray)
     d("ray_worker_cpus", 1.0, "Ray: CPUs each worker actor declares", bound=at_least(0))
     d("ray_worker_gpus", 0.0, "Ray: GPUs each worker actor declares", bound=at_least(0))
     d("ray_worker_resources", "", "Ray: custom resources each worker actor declares, NAME:AMOUNT[;NAME:AMOUNT] "
@@ -127,9 +182,22 @@ def base() -> HParams:
     return hp
 
 
+def uses_priorities(hp: HParams) -> bool:
+    return hp.memory in ("prioritized", "mixed")
+
+
+def uses_attention(hp: HParams) -> bool:
+    return hp.memory in ("attentive", "mixed")
+
+
+def uses_replay_parameters(hp: HParams) -> bool:
+    """The mixed memory's buffers (transitions), or the V-trace agent's sequence buffers."""
+    return hp.memory == "mixed" or hp.agent == "impala"
+
+
 def off_policy(hp: HParams) -> HParams:
     """Add the settings every off-policy agent (dqn, ddpg, td3, sac) shares: its memory and update schedule."""
-    d = hp.define
+    d = hp.section("replay")
     d("batch_size", 64, "minibatch size: transitions sampled from the memory for each gradient step",
       bound=at_least(1))
     d("buffer_size", 1_000_000, "replay memory capacity in transitions", bound=at_least(1))
@@ -140,23 +208,29 @@ def off_policy(hp: HParams) -> HParams:
     d("tau", 1.0, "target update rate: 1.0 copies (hard update), < 1 is Polyak averaging",
       bound=between(0, 1, low_open=True))
     # the replay family (rl/memory: prioritized, attentive, queue, mixed; n-step returns for all of them)
+    d = hp.section("collection workers", when=has_collection_workers)
     d("worker_steps", 32, "with workers: vector steps a worker collects before it ships them to the learner",
       bound=at_least(1))
+    d = hp.section("atari", when=is_atari)
     d("replay_frames", True, "store each frame of stacked-frame observations (atari) once and rebuild the stacks "
       "when sampling, instead of 2 x frame_stack copies per transition")
+    d = hp.section("replay")
     d("n_step", 1, "n-step returns: transitions carry up to n discounted rewards and bootstrap with gamma^k",
       bound=at_least(1))
+    d = hp.section("prioritized replay", when=uses_priorities)
     d("per_alpha", 0.6, "prioritized memory: priority exponent, p = (|td error| + per_eps)^per_alpha",
       bound=at_least(0))
     d("per_beta", 0.4, "prioritized memory: initial importance-weight exponent, annealed linearly to 1 over the run",
       bound=PROBABILITY)
     d("per_eps", 1e-6, "prioritized memory: added to |td error| so no item's priority is zero", bound=at_least(0))
+    d = hp.section("attentive replay", when=uses_attention)
     d("attentive_lambda", 4.0, "attentive memory: candidates drawn per kept item (>= 1) at the start",
       bound=at_least(1))
     d("attentive_anneal_fraction", 1.0, "attentive memory: fraction of the run over which lambda falls to 1",
       bound=between(0, 1, low_open=True))
     d("attentive_features", "obs", "attentive memory: similarity on raw observations (obs) or the agent's features "
       "(model)", bound=one_of("obs", "model"))
+    d = hp.section("replay buffers", when=uses_replay_parameters)
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
       '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
       "mixed memory (transitions) and agent=impala (sequences: elite_buffer_vtrace's queue, standard, custom): JSON "

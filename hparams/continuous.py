@@ -15,10 +15,14 @@ from rl.hparams import FINITE, HParams, above, at_least, between, either, one_of
 from rl.registry import hparams
 
 
+def uses_gsde(hp: HParams) -> bool:
+    return hp.model == "gsde_actor" or hp.act_select == "gsde"
+
+
 def actor_critic() -> HParams:
     """Settings every off-policy actor-critic shares (not registered: it names no algorithm)."""
     hp = off_policy(base())
-    d = hp.define
+    d = hp.section("actor-critic")
     d("critic", "twin_q", "models registry key of the critics: q_critic (one) or twin_q (clipped double Q)")
     d("lr_actor", 0.0, "actor learning rate (0: lr, which is the critics' learning rate)", bound=between(0, 1))
     d("update_every", 0, "PyTorchRL's name for train_freq: env steps between training phases (0: use train_freq)",
@@ -54,7 +58,7 @@ def ddpg() -> HParams:
     hp = actor_critic()
     hp.agent, hp.model, hp.critic, hp.act_select, hp.grad_comp = (
         "ddpg", "deterministic_actor", "q_critic", "deterministic_noise", "ddpg")
-    d = hp.define
+    d = hp.section("exploration noise")
     d("noise_type", "normal", "exploration noise added to the actor's action: normal, ornstein_uhlenbeck or none",
       bound=one_of("normal", "ornstein_uhlenbeck", "none"))
     d("noise_std", 0.1, "exploration noise scale (sigma) in the normalised action box [-1, 1]", bound=at_least(0))
@@ -69,7 +73,7 @@ def td3() -> HParams:
     """SB3's TD3: DDPG plus twin critics, target policy smoothing and a delayed actor."""
     hp = ddpg()
     hp.agent, hp.critic, hp.grad_comp = "td3", "twin_q", "td3"
-    d = hp.define
+    d = hp.section("td3")
     d("target_noise", 0.2, "std of the target policy smoothing noise (normalised action units)", bound=at_least(0))
     d("target_noise_clip", 0.5, "the smoothing noise is clipped to +-this", bound=at_least(0))
     hp.policy_delay = 2
@@ -82,15 +86,16 @@ def sac() -> HParams:
     hp = actor_critic()
     hp.agent, hp.model, hp.critic, hp.act_select, hp.grad_comp = (
         "sac", "squashed_gaussian_actor", "twin_q", "squashed_gaussian", "sac")
-    d = hp.define
+    d = hp.section("sac")
     d("initial_alpha", 1.0, "initial entropy temperature alpha", bound=above(0))
+    d("tune_alpha", True, "learn alpha towards the target entropy (false: alpha stays initial_alpha)")
+    d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))", bound=FINITE)
+    d("lr_alpha", 0.0, "temperature learning rate (0: lr)", bound=between(0, 1))
+    d = hp.section("gsde", when=uses_gsde)
     d("log_std_init", -3.0, "gsde_actor: initial value of every entry of the log std matrix", bound=FINITE)
     d("gsde_clip_mean", 2.0, "gsde_actor: the pre-squash mean is clipped to +-this (0: no clip)", bound=at_least(0))
     d("sde_sample_freq", -1, "act_select gsde: acting steps between new noise matrices (-1: every training phase, "
       "SB3's default)", bound=either(one_of(-1), at_least(1)))
-    d("tune_alpha", True, "learn alpha towards the target entropy (false: alpha stays initial_alpha)")
-    d("target_entropy", -1.0, "target entropy per action dimension (the SAC heuristic -1 gives -dim(A))", bound=FINITE)
-    d("lr_alpha", 0.0, "temperature learning rate (0: lr)", bound=between(0, 1))
     hp.lr = 3e-4
     hp.hidden_sizes = [256, 256]
     return hp

@@ -5,24 +5,40 @@ from rl.hparams import FINITE, PROBABILITY, HParams, at_least, one_of
 from rl.registry import hparams
 
 
+def apex_workers(hp: HParams) -> bool:
+    return hp.num_workers > 0
+
+
+def noisy(hp: HParams) -> bool:
+    return hp.noisy
+
+
+def distributional(hp: HParams) -> bool:
+    return hp.model == "c51_network"
+
+
 @hparams.register
 def dqn() -> HParams:
     hp = off_policy(base())
     hp.agent, hp.model, hp.memory, hp.act_select, hp.grad_comp = "dqn", "q_network", "replay", "epsilon_greedy", "td"
-    d = hp.define
+    d = hp.section("dqn")
     d("exploration_fraction", 0.1, "fraction of train_steps over which epsilon decays", bound=PROBABILITY)
     d("exploration_initial_eps", 1.0, "epsilon at the start", bound=PROBABILITY)
     d("exploration_final_eps", 0.05, "epsilon after the decay", bound=PROBABILITY)
+    d = hp.section("ape-x", when=apex_workers)
     d("worker_epsilon", 0.0, "Ape-X (Horgan et al. 2018): with collection workers, worker i of N explores with its own "
       "fixed epsilon worker_epsilon ** (1 + worker_epsilon_alpha * i / (N - 1)) (Ape-X: 0.4); 0: every worker "
       "follows the learner's linear schedule", bound=PROBABILITY)
     d("worker_epsilon_alpha", 7.0, "Ape-X: how far the workers' fixed epsilons spread below worker_epsilon (the "
       "last worker's is worker_epsilon ** (1 + alpha))", bound=at_least(0))
+    d = hp.section("dqn")
     d("dueling", False, "use a dueling head (value + advantage streams)")
     d("loss", "huber", "TD loss: huber or mse", bound=one_of("huber", "mse"))
+    d = hp.section("noisy nets", when=noisy)
     d("noisy", False, "noisy linear layers in the Q head (Fortunato et al. 2018); pair with act_select=greedy")
     d("noisy_sigma0", 0.5, "noisy layers: initial noise scale sigma0 (sigma = sigma0 / sqrt(fan_in))",
       bound=at_least(0))
+    d = hp.section("c51", when=distributional)
     d("num_atoms", 51, "c51_network: atoms of the return distribution", bound=at_least(2))
     d("v_min", -10.0, "c51_network: smallest return on the support", bound=FINITE)
     d("v_max", 10.0, "c51_network: largest return on the support", bound=FINITE)

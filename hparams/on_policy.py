@@ -7,49 +7,92 @@ sequences, batch_size // num_steps of them. The zoo's continuous entries use gSD
 implemented here: those sets use a plain Gaussian with the zoo's other settings.
 """
 
-from hparams.base import base
+from hparams.base import base, has_collection_workers, uses_replay_parameters
 from rl.hparams import FINITE, HParams, above, at_least, between, one_of
 from rl.registry import hparams
+
+
+def clips(hp: HParams) -> bool:
+    """PPO's clipped objective (and APPO's, the V-trace loss): VPG's and A2C's losses take no clip."""
+    return hp.grad_comp not in ("pg", "a2c")
+
+
+def gaussian_policy(hp: HParams) -> bool:
+    return hp.act_select in ("gaussian", "deterministic_gaussian")
+
+
+def recurrent(hp: HParams) -> bool:
+    return hp.recurrent
+
+
+def normalizes(hp: HParams) -> bool:
+    return hp.normalize_obs or hp.normalize_reward or hp.normalize_returns
+
+
+def other_optimizer(hp: HParams) -> bool:
+    return hp.optimizer != "adam"
+
+
+def uses_vtrace(hp: HParams) -> bool:
+    return hp.vtrace or hp.grad_comp == "vtrace" or hp.agent == "impala"
+
+
+def is_impala(hp: HParams) -> bool:
+    return hp.agent == "impala"
+
+
+def has_features(hp: HParams) -> bool:
+    return hp.feature_head
 
 
 def on_policy() -> HParams:
     """Settings every on-policy agent shares (not registered: it names no algorithm)."""
     hp = base()
     hp.model, hp.memory, hp.act_select, hp.torso = "actor_critic", "rollout", "categorical", "mlp"
-    d = hp.define
+    d = hp.section("on-policy")
     d("batch_size", 64, "minibatch size in transitions (0: the whole rollout; a recurrent minibatch holds "
       "batch_size // num_steps env sequences)", bound=at_least(0))
     d("num_steps", 2048, "rollout length per env: an update learns from num_steps x num_envs transitions",
       bound=at_least(1))
     d("gae_lambda", 0.95, "GAE lambda: 1 gives Monte Carlo returns, 0 one-step TD advantages", bound=between(0, 1))
     d("epochs", 10, "passes over each rollout", bound=at_least(1))
+    d = hp.section("ppo", when=clips)
     d("clip_range", 0.2, "PPO's ratio clip epsilon", bound=above(0))
     d("clip_range_vf", 0.0, "clip of the value change around the old values (0: unclipped value loss)",
       bound=at_least(0))
+    d = hp.section("on-policy")
     d("ent_coef", 0.0, "entropy bonus coefficient", bound=at_least(0))
     d("vf_coef", 0.5, "value loss coefficient", bound=at_least(0))
     d("normalize_advantage", True, "standardise advantages in each minibatch")
+    d = hp.section("ppo", when=clips)
     d("target_kl", 0.0, "stop an update's epochs once approx KL exceeds 1.5 x this (0: off)", bound=at_least(0))
+    d = hp.section("on-policy")
     d("lr_decay", False, "decay the learning rate linearly to 0 over train_steps (agent impala: polynomially, "
       "lr_decay_power, to lr_end_value over lr_scheduler_steps batches)")
+    d = hp.section("ppo", when=clips)
     d("clip_decay", False, "decay clip_range linearly to 0 over train_steps")
+    d = hp.section("policy network")
     d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
     d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
     d("pi_init_gain", 0.01, "ortho_init: the policy head's gain, each output's weights of norm this "
       "(elite_buffer_vtrace's normalized_columns_initializer: 0.001)", bound=above(0))
+    d = hp.section("gaussian policy", when=gaussian_policy)
     d("log_std_init", 0.0, "initial log-std of the Gaussian policy (Box actions)", bound=FINITE)
     d("action_bounds", "clip", "how a Gaussian action meets the Box: clip, tanh (squash and rescale) or none",
       bound=one_of("clip", "tanh", "none"))
+    d = hp.section("recurrent", when=recurrent)
     d("recurrent", False, "add a GRU after the torso; its hidden state resets at episode starts")
     d("recurrent_hidden_size", 64, "GRU hidden size (with recurrent=True)", bound=at_least(1))
     d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)",
       bound=at_least(0))
+    d = hp.section("normalisation", when=normalizes)
     d("normalize_obs", False, "standardise observations by running statistics (checkpointed)")
     d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
     d("normalize_returns", False, "the value head learns returns standardised by running statistics (Sample "
       "Factory's normalize_returns; checkpointed)")
     d("clip_obs", 10.0, "normalised observations are clipped to +-this", bound=above(0))
     d("clip_reward", 10.0, "normalised rewards are clipped to +-this", bound=above(0))
+    d = hp.section("optimizer", when=other_optimizer)
     d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)",
       bound=one_of("adam", "rmsprop"))
     d("rmsprop_alpha", 0.99, "RMSprop's smoothing constant (optimizer=rmsprop)", bound=between(0, 1, high_open=True))
@@ -60,6 +103,7 @@ def on_policy() -> HParams:
       "(elite_buffer_vtrace's 40): the agent uses it / the elements its mean loss averages, replacing max_grad_norm "
       "(0: off)", bound=at_least(0))
     # asynchronous collection (num_workers > 0): the policy lag and its corrections
+    d = hp.section("v-trace", when=uses_vtrace)
     d("vtrace", False, "advantages and value targets by V-trace (Espeholt et al. 2018) against the learner's current "
       "policy instead of GAE: corrects the lag of asynchronous workers (grad_comp=vtrace sets it)")
     d("vtrace_rho", 1.0, "V-trace's rho-bar: clip of the importance ratio in the value targets", bound=above(0))
@@ -67,10 +111,12 @@ def on_policy() -> HParams:
     d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage "
       "(elite_buffer_vtrace's c_const)", bound=above(0))
     # elite_buffer_vtrace's V-trace agent (agent=impala): sequence replay, CLEAR, LASER
+    d = hp.section("replay buffers", when=uses_replay_parameters)
     d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]',
       "impala: elite_buffer_vtrace's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, "
       "standard: uniform with replacement, custom: elite/attentive sampling, elite insertion) with sample_ratios "
       "summing to 1; the default is elite_buffer_vtrace's 'no replay'")
+    d = hp.section("impala", when=is_impala)
     d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
       "10 x batch_rollouts) sequences", bound=between(0, 1))
     d("lr_end_value", 0.0, "impala with lr_decay: the rate decays polynomially (power lr_decay_power) to this over "
@@ -92,12 +138,14 @@ def on_policy() -> HParams:
     d("replay_caching", False, "impala: prepare the next replayed batch in a background thread while the learner "
       "steps (elite_buffer_vtrace's caching)")
     # elite experience replay (elite_buffer_vtrace): per-step feature vectors from the model
+    d = hp.section("features", when=has_features)
     d("feature_head", False, "the model also gives feature vectors: the policy torso's activation (before any GRU), "
       "through the scaling layer if feature_scaling_layer")
     d("feature_scaling_layer", True, "features through elite_buffer_vtrace's untrained Linear(torso width -> "
       "feature_size) (False: the torso's activation itself, its width)")
     d("feature_size", 512, "width of the feature vectors with feature_scaling_layer (elite_buffer_vtrace's "
       "feature_out_layer_size)", bound=at_least(0))
+    d = hp.section("collection workers", when=has_collection_workers)
     d("batch_rollouts", 0, "with workers: env trajectories of num_steps in one learner update (0: num_workers x "
       "worker envs)", bound=at_least(0))
     hp.activation = "tanh"

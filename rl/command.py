@@ -44,7 +44,7 @@ def resolve_run(args, output_dir: Path, seed_offset: int = 0) -> tuple:
             raise ConfigError(f"{output_dir} holds a run of {args.hparams} with {', '.join(differ)}: a run keeps its "
                               f"env and seed. Use another --output_dir, or --fork_from {output_dir} --output_dir NEW "
                               f"to start a new run from its checkpoint")
-    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(),
+    record = {"hparams_set": args.hparams, "hparams": hp.record(),
               "flags": {k: v for k, v in vars(args).items() if k != "func"}}
     if fork is not None:
         step, path = list_checkpoints(fork)[-1]

@@ -26,7 +26,7 @@ from pathlib import Path
 from rl.checkpoint import write_json
 from rl.errors import ConfigError
 from rl.folder import holder
-from rl.hparams import split_top_level
+from rl.hparams import flat, split_top_level
 from rl.job import (
     CONTROL_DIR,
     JOB_FILE,
@@ -205,14 +205,15 @@ def carry_changes(output_dir: Path, old_record: dict, now: dict) -> list[dict]:
     return entries
 
 
-def record_change(output_dir: Path, step: int, settings: dict, record: dict | None = None) -> None:
+def record_change(output_dir: Path, step: int, settings: dict, record: dict | None = None, hp=None) -> None:
     """Keep a change in hparams.json: the settings in effect, and the list of changes (which resuming applies after
     the command line's --hparam_override, rl/resolve.py). `record`: hparams.json as read (and checked) before the
-    change was applied; read here when not given."""
+    change was applied; read here when not given. `hp`: the run's settings with the change applied, written grouped
+    by section as the run wrote them (without it: flat)."""
     record = read_run_record(output_dir) if record is None else record
     if record is None:  # a run started without train.py's record (a script calling the loop itself)
         return
-    record["hparams"].update(settings)
+    record["hparams"] = hp.record() if hp is not None else {**flat(record["hparams"]), **settings}
     record.setdefault("control", []).append({"step": step, "settings": settings})
     write_json(Path(output_dir) / "hparams.json", record, indent=2)
 
@@ -281,7 +282,7 @@ class Controller:
             self.agent.change_settings(agent_part)
         now = self.agent.in_effect(list(agent_part))
         self.changes.update(settings)
-        record_change(self.output_dir, step, settings, record)
+        record_change(self.output_dir, step, settings, record, self.hp)
         self.log(step, {f"control/{k}": float(v) for k, v in settings.items()})
         return f"control: at step {step}: " + ", ".join(
             _change_text(k, before[k], v, was.get(k, before[k]), now.get(k, v)) for k, v in settings.items())

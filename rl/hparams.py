@@ -1,7 +1,12 @@
 """HParams: a closed, typed bag of settings with one line of help each.
 
-Sets (in `hparams/`) are functions that build a fresh HParams: `base()` defines every common setting, a family adds
-its own with `define`, and a derived set calls its parent and assigns. Reading or assigning an unknown key is an
+Sets (in `hparams/`) are functions that build a fresh HParams: `base()` defines the common settings, a family adds
+its own, and a derived set calls its parent and assigns. Each setting belongs to a section (`d = hp.section("atari",
+when=is_atari)`, then `d(name, default, help)`), and a section belongs to whoever reads it: an env family, an agent
+family, the Scheme's workers, Ray. A run's record (`hparams.json`) and `describe()` hold, grouped by section, only the
+sections the run reads: those without a `when`, those whose `when(hp)` holds, and any holding a value other than its
+default; every setting still reads as its value, so a part that looks at a setting of a section left out sees that
+section's default, which is all the section holds. Reading or assigning an unknown key is an
 error naming the close matches; an assigned value must have the type of the default (ints widen to floats) and
 lie within the setting's bound, if `define` gave one (`bound=above(0)`, `between(0, 1)`, `one_of(...)`, `each(...)`,
 `either(...)`, `where(...)`; all of them pickle, since settings travel to worker processes).
@@ -171,11 +176,46 @@ class HParams:
         object.__setattr__(self, "_types", {})  # name -> (type, element type for lists)
         object.__setattr__(self, "_docs", {})
         object.__setattr__(self, "_bounds", {})  # name -> Range or Where, for the settings defined with one
+        object.__setattr__(self, "_defaults", {})  # name -> the value `define` gave
+        object.__setattr__(self, "_section_of", {})  # name -> its section's name
+        object.__setattr__(self, "_when", {})  # section -> None (always recorded) or when(hp) -> bool
+
+    # ------------------------------------------------------------------ sections
+    def section(self, name: str, when: Callable[[HParams], bool] | None = None) -> Callable[..., None]:
+        """Open section `name` and return its `define`. `when(hp)` says whether a run reads it (None: every run);
+        a module-level function, since settings travel to worker processes by pickle."""
+        if name in self._when and self._when[name] is not when:
+            raise ConfigError(f"section {name!r} is declared twice with different conditions")
+        self._when[name] = when
+
+        def define(setting: str, default: Any, doc: str, elem: type | None = None, bound=None) -> None:
+            self.define(setting, default, doc, elem=elem, bound=bound, section=name)
+
+        return define
+
+    def sections(self, recorded_only: bool = True) -> dict[str, dict[str, Any]]:
+        """Settings grouped by section, in the order the sections were declared; `recorded_only`: only the sections
+        this run reads (no `when`, `when(hp)` true, or a value off its default)."""
+        grouped: dict[str, dict[str, Any]] = {}
+        for name, value in self._values.items():
+            grouped.setdefault(self._section_of[name], {})[name] = value
+        if not recorded_only:
+            return grouped
+        return {section: values for section, values in grouped.items() if self._reads(section, values)}
+
+    def _reads(self, section: str, values: dict[str, Any]) -> bool:
+        when = self._when.get(section)
+        return when is None or bool(when(self)) or any(v != self._defaults[k] for k, v in values.items())
+
+    def record(self) -> dict[str, dict[str, Any]]:
+        """What hparams.json keeps: the sections this run reads, grouped (`flat` reads it back)."""
+        return self.sections()
 
     # ------------------------------------------------------------------ definition and access
-    def define(self, name: str, default: Any, doc: str, elem: type | None = None, bound=None) -> None:
+    def define(self, name: str, default: Any, doc: str, elem: type | None = None, bound=None,
+               section: str = "settings") -> None:
         """Add a setting; `elem` is the element type of a list setting whose default is empty; `bound` the values it
-        may take (every assignment is checked against it)."""
+        may take (every assignment is checked against it); `section` its group (`section()` declares one)."""
         if name in self._values:
             raise ConfigError(f"setting {name!r} is defined twice")
         kind = type(default)
@@ -191,6 +231,9 @@ class HParams:
                                   f"processes (pickle): use a module-level function, or one_of/either/each")
             self._bounds[name] = bound
         self._values[name] = self._check(name, default)
+        self._defaults[name] = self._values[name]
+        self._section_of[name] = section
+        self._when.setdefault(section, None)
 
     def __getattr__(self, name: str) -> Any:
         values = object.__getattribute__(self, "_values")
@@ -257,8 +300,9 @@ class HParams:
         return json.dumps(self._values, indent=2, sort_keys=True)
 
     def update(self, values: dict[str, Any]) -> HParams:
-        """Assign many settings (e.g. a saved hparams.json); unknown keys and bad types are errors."""
-        for key, value in values.items():
+        """Assign many settings, flat or grouped by section (a saved hparams.json); unknown keys and bad types are
+        errors."""
+        for key, value in flat(values).items():
             setattr(self, key, value)
         return self
 
@@ -270,12 +314,18 @@ class HParams:
         return self._bounds.get(name)
 
     def describe(self) -> str:
-        width = max(map(len, self._values))
-        return "\n".join(f"  {k:<{width}} = {self._values[k]!r:<24} # {self._docs[k]}" for k in sorted(self._values))
+        """The settings this run reads, by section, each with its help line."""
+        grouped = self.sections()
+        width = max(len(k) for values in grouped.values() for k in values)
+        lines = []
+        for section, values in grouped.items():
+            lines.append(f"[{section}]")
+            lines += [f"  {k:<{width}} = {v!r:<24} # {self._docs[k]}" for k, v in values.items()]
+        return "\n".join(lines)
 
     def copy(self) -> HParams:
         new = HParams()
-        for d in ("_values", "_types", "_docs", "_bounds"):
+        for d in ("_values", "_types", "_docs", "_bounds", "_defaults", "_section_of", "_when"):
             object.__setattr__(new, d, dict(getattr(self, d)))
         return new
 
@@ -284,6 +334,18 @@ class HParams:
 
     def __repr__(self) -> str:
         return f"HParams({self._values})"
+
+
+def flat(values: dict[str, Any]) -> dict[str, Any]:
+    """Settings as one flat dict, from a record grouped by section (`HParams.record`) or an older flat one. No setting
+    holds a dict, so a dict value is a section."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(value)
+        else:
+            out[key] = value
+    return out
 
 
 def split_top_level(text: str) -> list[str]:

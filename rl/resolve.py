@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rl.errors import ConfigError
-from rl.hparams import HParams, split_top_level
+from rl.hparams import HParams, flat, split_top_level
 
 FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers", "ray_address")
 MACHINE_SETTINGS = ("ray_address",)  # where this invocation runs, not what the run is: never taken from hparams.json
@@ -61,7 +61,8 @@ def _record_problem(record: Any) -> str | None:
 
 def read_record(path: Path) -> dict:
     """A run record (hparams.json) of the structure `train.py` writes, or one ConfigError line naming the file and
-    what it expected: a hand-edited record of another shape ends here, not in a traceback where a part is read."""
+    what it expected: a hand-edited record of another shape ends here, not in a traceback where a part is read. Its
+    settings come back flat, whether the file groups them by section or is an older flat record."""
     try:
         record = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -71,7 +72,7 @@ def read_record(path: Path) -> dict:
     problem = _record_problem(record)
     if problem:
         raise ConfigError(f"{path} is corrupt: {problem}; fix or delete it, or use another --output_dir")
-    return record
+    return {**record, "hparams": flat(record["hparams"])}
 
 
 def _keep_control_changes(hp: HParams, saved: dict, override: str) -> None:

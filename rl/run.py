@@ -117,9 +117,9 @@ class Run:
         from rl.resolve import read_record
 
         checkpoint_dir(self.dir).mkdir(parents=True, exist_ok=True)  # its absence later means it was deleted
-        record = {**record, "hparams": self.hp.to_dict()}  # as they are now (a group's rank 0 settled them)
+        record = {**record, "hparams": self.hp.record()}  # as they are now (a group's rank 0 settled them)
         if not fresh:
-            changes = carry_changes(self.dir, read_record(self.dir / "hparams.json"), record["hparams"])
+            changes = carry_changes(self.dir, read_record(self.dir / "hparams.json"), self.hp.to_dict())
             if changes:
                 record = {**record, "control": changes}
         write_json(self.dir / "hparams.json", record, indent=2, sort_keys=True)

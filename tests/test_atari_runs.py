@@ -8,6 +8,8 @@ import json
 
 import torch
 
+from rl.resolve import read_record
+
 TINY_PPO = "num_steps=16,epochs=1,eval_interval=0,max_episode_steps=40,checkpoint_interval=128,log_interval=128"
 
 
@@ -41,7 +43,7 @@ def test_any_atari_id_selects_the_atari_family_and_bad_ids_get_one_line(tmp_path
     res = train_cli("--hparams", "ppo_atari_impala", "--env", "ALE/Breakout-v5", "--output_dir", str(out),
                     "--train_steps", "128", "--eval_episodes", "1", "--hparam_override", TINY_PPO)
     assert res.returncode == 0, res.stderr[-3000:]
-    saved = json.loads((out / "hparams.json").read_text())["hparams"]
+    saved = read_record(out / "hparams.json")["hparams"]
     assert saved["env"] == "ALE/Breakout-v5" and saved["env_type"] == "atari" and saved["torso"] == "impala_cnn"
     res = train_cli("--hparams", "ppo_atari", "--env", "PongNoFrameskip-v5", "--output_dir", str(tmp_path / "x"))
     assert res.returncode != 0 and "Traceback" not in res.stderr

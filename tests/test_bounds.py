@@ -16,6 +16,7 @@ import pytest
 from rl.errors import ConfigError
 from rl.hparams import HParams, above, at_least, between, each, one_of, where
 from rl.registry import hparams as sets
+from rl.resolve import read_record
 
 
 def main(capsys, *argv: str) -> tuple[int, str]:
@@ -108,7 +109,7 @@ def _run_record(out, overrides: str = ""):
                            eval_episodes=None, test_episodes=None, num_workers=None, ray_address=None)
     out.mkdir(parents=True, exist_ok=True)
     hp = resolve_hparams(args, out)
-    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(), "flags": vars(args)}  # as train.py writes it
+    record = {"hparams_set": args.hparams, "hparams": hp.record(), "flags": vars(args)}  # as train.py writes it
     (out / "hparams.json").write_text(json.dumps(record, indent=2, sort_keys=True))
     return hp, args
 
@@ -135,7 +136,7 @@ def test_control_out_of_bounds_is_refused_by_the_sender_and_by_the_job(capsys, t
     controller.poll()
     answer = json.loads((out / "control" / "1-1.answer.json").read_text())
     assert "'lr' must be in (0, 1], got -1.0" in answer["error"] and hp.lr == 1e-3
-    assert json.loads((out / "hparams.json").read_text())["hparams"]["lr"] == 1e-3
+    assert read_record(out / "hparams.json")["hparams"]["lr"] == 1e-3
     controller.close()
 
 
@@ -156,13 +157,13 @@ def test_a_resumed_hparams_json_out_of_bounds_is_one_line(capsys, tmp_path):
     out = tmp_path / "run"
     _run_record(out)
     record = json.loads((out / "hparams.json").read_text())
-    record["hparams"]["lr"] = -1.0  # as an older version let --control write it
+    record["hparams"]["optimisation"]["lr"] = -1.0  # as an older version let --control write it
     (out / "hparams.json").write_text(json.dumps(record))
     status, err = main(capsys, "--hparams", "ppo_cartpole", "--output_dir", str(out))
     assert status == 2
     one_line(err, "hparams.json", "'lr'", "(0, 1]", "-1.0")
 
-    record["hparams"]["lr"] = 1e-3  # a --control change kept in the record is checked as well
+    record["hparams"]["optimisation"]["lr"] = 1e-3  # a --control change kept in the record is checked as well
     record["control"] = [{"step": 10, "settings": {"gamma": 2.0}}]
     (out / "hparams.json").write_text(json.dumps(record))
     status, err = main(capsys, "--hparams", "ppo_cartpole", "--output_dir", str(out))

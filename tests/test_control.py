@@ -82,7 +82,7 @@ def test_a_running_job_changes_its_learning_rate_checkpoints_and_keeps_it_after_
         stop(proc)
     check_new_rate(out, step, 2e-4)
     record = json.loads((out / "hparams.json").read_text())
-    assert record["hparams"]["lr"] == 2e-4 and record["control"][0]["settings"] == {"lr": 2e-4}
+    assert record["hparams"]["optimisation"]["lr"] == 2e-4 and record["control"][0]["settings"] == {"lr": 2e-4}
     assert "lr 0.001 -> 0.0002" in (out / "control" / "control.log").read_text()
     assert not (out / "control" / "job.json").exists()  # gone with the job: --control now says it is not running
     refused = control(out, "lr=1e-4")
@@ -167,9 +167,9 @@ def write_record(args, out):
     """What a start or resume writes as hparams.json (rl/run.py): the settings in effect, every --control change
     kept, those a new --hparam_override replaced marked `overridden`."""
     hp = resolve_hparams(args, out)
-    record = {"hparams_set": args.hparams, "hparams": hp.to_dict(), "flags": dict(vars(args))}
+    record = {"hparams_set": args.hparams, "hparams": hp.record(), "flags": dict(vars(args))}
     if (out / "hparams.json").exists():
-        changes = carry_changes(out, json.loads((out / "hparams.json").read_text()), record["hparams"])
+        changes = carry_changes(out, json.loads((out / "hparams.json").read_text()), hp.to_dict())
         if changes:
             record["control"] = changes
     write_json(out / "hparams.json", record, indent=2, sort_keys=True)

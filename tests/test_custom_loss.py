@@ -20,6 +20,7 @@ from rl.collector import Collector
 from rl.envs import make_env
 from rl.registry import grad_comp
 from rl.registry import hparams as sets
+from rl.resolve import read_record
 from rl.trainer import build_agent, seed_everything
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,7 @@ def test_a_plain_loss_registered_from_outside_trains_through_train_py(tmp_path):
                           "--train_steps", "40000", "--hparam_override", "grad_comp=my_pg,eval_interval=0",
                           "--eval_episodes", "10"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
-    assert json.loads((out / "hparams.json").read_text())["hparams"]["grad_comp"] == "my_pg"
+    assert read_record(out / "hparams.json")["hparams"]["grad_comp"] == "my_pg"
     rows = list(csv.DictReader(open(out / "progress.csv")))
     assert any(r.get("losses_my_policy_loss") for r in rows)  # its diagnostics reach the logs
     # a random CartPole policy scores about 20; seeds 0-5 of this loss reached 261-500 at 40k steps

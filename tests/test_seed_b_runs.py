@@ -10,6 +10,8 @@ import json
 import pytest
 import torch
 
+from rl.resolve import read_record
+
 # small buffers so that training starts within the run: custom 30 (fill-in max(6, 10 x 4) = 30), batches of 4
 ELITE = ('replay_parameters=[{"type":"custom","capacity":30,"sample_ratio":0.5,"dist_function":"ln_norm",'
          '"sample_strategy":"elite_sampling","lambda_batch_multiplier":6,"alfa_annealing_factor":2.0},'
@@ -61,7 +63,7 @@ def test_impala_pong_runs_on_breakout_through_env(tmp_path, train_cli):
                     "--num_workers", "0", "--train_steps", "600", "--eval_episodes", "1",
                     "--hparam_override", f"{SMALL},{replay}", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    saved = json.loads((out / "hparams.json").read_text())["hparams"]
+    saved = read_record(out / "hparams.json")["hparams"]
     assert saved["env"] == "BreakoutNoFrameskip-v4" and saved["agent"] == "impala"
     assert any(r.get("losses_clear_policy") for r in rows(out))  # CLEAR's terms are on in elite_buffer_vtrace's sets
 

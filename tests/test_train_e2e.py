@@ -14,6 +14,7 @@ import imageio.v3 as iio
 import pytest
 
 from rl.checkpoint import list_checkpoints
+from rl.resolve import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,7 +78,7 @@ def test_copies_run_independent_seeds(tmp_path, train_cli):
     assert res.returncode == 0, res.stderr
     summary = json.loads((out / "copies_summary.json").read_text())
     assert [c["copy"] for c in summary["copies"]] == [0, 1]
-    seeds = [json.loads((out / f"copy_{i}" / "hparams.json").read_text())["hparams"]["seed"] for i in range(2)]
+    seeds = [read_record(out / f"copy_{i}" / "hparams.json")["hparams"]["seed"] for i in range(2)]
     assert seeds == [0, 1]
     assert "over 2 copies" in res.stdout
 

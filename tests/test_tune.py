@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from rl.errors import ConfigError
 from rl.registry import hparams as sets
+from rl.resolve import read_record
 from rl.tune.space import format_value, override, parse_space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +157,7 @@ def test_a_search_prunes_a_bad_trial_and_prints_an_override_that_reproduces_the_
     trials = trials_of(out)
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED], res.stdout
     assert "trial 1: pruned at step" in res.stdout and "1 complete, 1 pruned, 0 failed" in res.stdout
-    saved = json.loads((out / "trial_1" / "hparams.json").read_text())["hparams"]
+    saved = read_record(out / "trial_1" / "hparams.json")["hparams"]
     assert saved["lr"] == 0.5 and saved["batch_size"] == 256 and saved["eval_interval"] == 500  # the trial's values
     pruned_at = max(trials[1].intermediate_values)
     assert 1000 <= pruned_at < 3000
@@ -179,8 +180,8 @@ def test_a_search_prunes_a_bad_trial_and_prints_an_override_that_reproduces_the_
     again = cli("--hparams", "ppo_cartpole", "--output_dir", str(tmp_path / "again"), "--train_steps", "3000",
                 "--eval_episodes", "2", "--seed", str(SEED), "--hparam_override", printed)
     assert again.returncode == 0, again.stderr
-    ran = json.loads((out / "trial_0" / "hparams.json").read_text())["hparams"]
-    assert json.loads((tmp_path / "again" / "hparams.json").read_text())["hparams"] == ran
+    ran = read_record(out / "trial_0" / "hparams.json")["hparams"]
+    assert read_record(tmp_path / "again" / "hparams.json")["hparams"] == ran
     assert json.loads((tmp_path / "again" / "eval.json").read_text())["mean_return"] == best["value"]
 
     res = cli(*argv)  # N trials are finished: only the result again
@@ -322,7 +323,7 @@ def test_a_budget_below_eval_interval_still_prunes(tmp_path):
     trials = trials_of(out)
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED], res.stdout
     assert sorted(trials[0].intermediate_values) == [500, 1000, 1500, 2000, 2500]
-    assert json.loads((out / "trial_1" / "hparams.json").read_text())["hparams"]["eval_interval"] == 500
+    assert read_record(out / "trial_1" / "hparams.json")["hparams"]["eval_interval"] == 500
     best = json.loads((out / "best.json").read_text())
     assert best["hparam_override"] == "checkpoint_interval=1000,log_interval=500,eval_interval=500,lr=0.003," \
                                       "batch_size=256"

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from rl.errors import ConfigError, first_line
+from rl.hparams import flat
 from rl.logger import after_resumes
 from rl.report.scores import atari_game
 
@@ -300,7 +301,7 @@ def read_run(folder: Path, name: str) -> Run:
     record = _read_json(folder / "hparams.json") or {}
     if not (folder / "hparams.json").is_file():
         notes.append("no hparams.json: its set and settings are unknown")
-    hparams = record.get("hparams") if isinstance(record.get("hparams"), dict) else {}
+    hparams = flat(record["hparams"]) if isinstance(record.get("hparams"), dict) else {}  # grouped by section, or flat
     columns = read_progress(folder / "progress.csv", notes)
     final = _read_json(folder / "eval.json")
     control = [entry for entry in record.get("control", []) if isinstance(entry, dict) and "step" in entry]

@@ -14,6 +14,7 @@ import pytest
 from rl.envs import check_env_id, make_env, split_env_id
 from rl.errors import ConfigError
 from rl.registry import hparams as sets
+from rl.resolve import read_record
 
 ENV_MODULE = '''
 """A tiny env: walk along a line; +1 a step for walking right, the episode ends 5 steps from the start."""
@@ -113,7 +114,7 @@ def test_train_and_evaluate_a_module_env_through_the_cli(tmp_path, train_cli):
     res = train_cli("--hparams", "dqn_cartpole", "--env", "mymod:MyEnv-v0", "--output_dir", str(out),
                     "--train_steps", "300", "--eval_episodes", "2", "--hparam_override", FAST, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
-    saved = json.loads((out / "hparams.json").read_text())["hparams"]
+    saved = read_record(out / "hparams.json")["hparams"]
     assert saved["env"] == "mymod:MyEnv-v0" and saved["env_type"] == "gym"  # the module travels with the run
     final = json.loads((out / "eval.json").read_text())
     assert final["env_steps"] == 300 and len(final["returns"]) == 2

@@ -26,6 +26,7 @@ import hparams  # noqa: F401 - registers the sets (also in the spawned ranks, wh
 from rl.errors import ConfigError
 from rl.parallel.collective import EXIT_GROUP_LOST, GroupEnv, free_port, group_from_env
 from rl.registry import hparams as sets
+from rl.resolve import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 NEVER_ENDS = 10_000_000  # the runs that are killed
@@ -189,7 +190,7 @@ def test_two_train_py_ranks_write_one_run_and_resume_it(tmp_path):
     assert "rank 1 of 2: training with rank 0" in read(logs, 1)
     assert not elsewhere.exists()
     assert (out / "hparams.json").exists() and (out / "eval.json").exists() and (out / "progress.csv").exists()
-    assert json.loads((out / "hparams.json").read_text())["hparams"]["num_grad_workers"] == 2
+    assert read_record(out / "hparams.json")["hparams"]["num_grad_workers"] == 2
     assert sorted((out / "checkpoints").glob("ckpt_*.pt"))
     assert json.loads((out / "eval.json").read_text())["env_steps"] >= 2048
 
