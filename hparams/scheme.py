@@ -75,15 +75,15 @@ def impala() -> HParams:
 
 # elite_buffer_vtrace's --replay_parameters: its first command, its elite command, and the attentive variant of the
 # elite one
-SEED_B_REPLAY = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
+UNIFORM_REPLAY = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
                  '{"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]')
-SEED_B_ELITE = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", '
+ELITE_REPLAY = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", '
                 '"sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0}, '
                 '{"type": "queue", "capacity": 1, "sample_ratio": 0.5}]')
-SEED_B_ATTENTIVE = SEED_B_ELITE.replace("elite_sampling", "attentive_sampling")
+ATTENTIVE_REPLAY = ELITE_REPLAY.replace("elite_sampling", "attentive_sampling")
 
 
-def _seed_b(hp: HParams, replay: str) -> HParams:
+def _elite_buffer_vtrace(hp: HParams, replay: str) -> HParams:
     """elite_buffer_vtrace's agent (agent=impala): batches of batch_rollouts sequences composed from `replay`'s
     buffers, with CLEAR's cloning terms on (elite_buffer_vtrace's defaults, 0.05 and 0.005)."""
     hp.agent, hp.replay_parameters = "impala", replay
@@ -113,7 +113,7 @@ def _pong(hp: HParams) -> HParams:
 def impala_pong() -> HParams:
     """elite_buffer_vtrace's first command on Pong: `impala` with its replay, half fresh (queue 1) and half replayed
     (standard 1000) sequences a batch, and CLEAR."""
-    return _seed_b(_pong(impala()), SEED_B_REPLAY)
+    return _elite_buffer_vtrace(_pong(impala()), UNIFORM_REPLAY)
 
 
 @hparams.register
@@ -122,21 +122,21 @@ def elite_impala_pong() -> HParams:
     (ln_norm distances of the feature vectors, a pool of lambda = 6 x 5 annealed to 1 over 2 x lr_scheduler_steps
     batches, strategy3), half fresh. On Breakout and Seaquest (the games elite_buffer_vtrace reports): --env
     BreakoutNoFrameskip-v4."""
-    return _seed_b(_pong(impala()), SEED_B_ELITE)
+    return _elite_buffer_vtrace(_pong(impala()), ELITE_REPLAY)
 
 
 @hparams.register
 def attentive_impala_pong() -> HParams:
     """`elite_impala_pong` with elite_buffer_vtrace's modified attentive replay (after Sun et al. 2020's Attentive
     Experience Replay): the candidates most similar to the newest rollout's last acted observation first."""
-    return _seed_b(_pong(impala()), SEED_B_ATTENTIVE)
+    return _elite_buffer_vtrace(_pong(impala()), ATTENTIVE_REPLAY)
 
 
 # elite_buffer_vtrace's published experiment (`multi_train.py`, the script behind its README's figures, with
 # option_flags.py's defaults where it sets none): the freshest sequences and a buffer of 10,000, in that order; the
 # ratio is the one the figure's file name gives (breakout_..._ratio_5_5, seaquest_..._ratio_8_2), read in the listed
 # order
-SEED_B_CAPACITY = 10_000
+EXPERIMENT_CAPACITY = 10_000
 EXPERIMENT_RATIOS = {"seaquest": (0.8, 0.2), "breakout": (0.5, 0.5)}  # (queue, replay)
 SAMPLINGS = {
     "uniform": {"type": "standard"},
@@ -153,14 +153,14 @@ def experiment_replay(game: str, sampling: str) -> str:
     counter)."""
     queue, replay = EXPERIMENT_RATIOS[game]
     buffers = [{"type": "queue", "capacity": 1, "sample_ratio": queue},
-               {**SAMPLINGS[sampling], "capacity": SEED_B_CAPACITY, "sample_ratio": replay}]
+               {**SAMPLINGS[sampling], "capacity": EXPERIMENT_CAPACITY, "sample_ratio": replay}]
     return json.dumps(buffers)
 
 
 def _experiment(game: str, sampling: str) -> HParams:
     """elite_buffer_vtrace's experiment on `game`: its network, schedule and settings; the sets of one game differ only
     in `replay_parameters` (and the feature head that ranking needs)."""
-    hp = _seed_b(_atari(impala()), experiment_replay(game, sampling))
+    hp = _elite_buffer_vtrace(_atari(impala()), experiment_replay(game, sampling))
     hp.env = f"{game.capitalize()}NoFrameskip-v4"
     hp.torso, hp.shared_torso, hp.activation = "elite_cnn", True, "relu"
     hp.pi_init_gain = 0.001  # fc2's normalized columns of norm 0.001; the value head's 1.0 is ours already
