@@ -18,6 +18,7 @@ weights; an env that raised, or a worker that keeps failing, ends it after a che
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -328,7 +329,7 @@ class Run:
         """Stop the workers (before the last checkpoint: it is the state they last saw, or newer) and the control
         file; the trainer and control are made anew by the next `train`."""
         self.control_changes()  # kept for the checkpoints after it
-        with self.logger.outside_training() if self.logger is not None else _nothing():
+        with self.logger.outside_training() if self.logger is not None else nullcontext():
             _closing(self.control, self.trainer)
         self.trainer = self.control = None
 
@@ -362,14 +363,6 @@ class Run:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 def _closing(control, trainer) -> None:
