@@ -142,6 +142,12 @@ def base() -> HParams:
     d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)",
       bound=at_least(1))
     # the Scheme (rl/parallel): collection workers and gradient workers, each group sync or async
+    d = hp.section("replay buffers", when=uses_replay_parameters)
+    d("replay_parameters", "", "the buffers of the mixed memory (transitions: queue, replay, prioritized, "
+      "attentive) or of agent=impala (sequences, elite_buffer_vtrace's --replay_parameters: queue, standard, custom): "
+      "a JSON list, each with type, capacity and sample_ratio (ratios summing to 1), parsed by "
+      "rl/memory/replay_parameters.py ('': the reader's default: for transitions a queue of 1 and a replay of 1,000 "
+      "at 0.5 each, for sequences elite_buffer_vtrace's 'no replay', a queue of 1 at 1)")
     d = hp.section("scheme", when=has_workers)
     d("num_workers", 0, "0: one process; N > 0: N collection worker processes feeding this learner "
       "(--num_workers overrides)", bound=at_least(0))
@@ -230,9 +236,4 @@ def off_policy(hp: HParams) -> HParams:
       bound=between(0, 1, low_open=True))
     d("attentive_features", "obs", "attentive memory: similarity on raw observations (obs) or the agent's features "
       "(model)", bound=one_of("obs", "model"))
-    d = hp.section("replay buffers", when=uses_replay_parameters)
-    d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
-      '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
-      "mixed memory (transitions) and agent=impala (sequences: elite_buffer_vtrace's queue, standard, custom): JSON "
-      "list of buffers, each with type, capacity and sample_ratio (ratios summing to 1)")
     return hp

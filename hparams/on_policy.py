@@ -7,7 +7,7 @@ sequences, batch_size // num_steps of them. The zoo's continuous entries use gSD
 implemented here: those sets use a plain Gaussian with the zoo's other settings.
 """
 
-from hparams.base import base, has_collection_workers, uses_replay_parameters
+from hparams.base import base, has_collection_workers
 from rl.hparams import FINITE, HParams, above, at_least, between, one_of
 from rl.registry import hparams
 
@@ -111,11 +111,6 @@ def on_policy() -> HParams:
     d("vtrace_pg_rho", 1.0, "V-trace's clip of the importance ratio in the policy-gradient advantage "
       "(elite_buffer_vtrace's c_const)", bound=above(0))
     # elite_buffer_vtrace's V-trace agent (agent=impala): sequence replay, CLEAR, LASER
-    d = hp.section("replay buffers", when=uses_replay_parameters)
-    d("replay_parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]',
-      "impala: elite_buffer_vtrace's --replay_parameters, a JSON list of sequence buffers (queue: the freshest, "
-      "standard: uniform with replacement, custom: elite/attentive sampling, elite insertion) with sample_ratios "
-      "summing to 1; the default is elite_buffer_vtrace's 'no replay'")
     d = hp.section("impala", when=is_impala)
     d("training_fill_in_factor", 0.2, "impala: training starts when every replay buffer holds max(this x capacity, "
       "10 x batch_rollouts) sequences", bound=between(0, 1))

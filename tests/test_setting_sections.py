@@ -5,11 +5,10 @@ import json
 
 import pytest
 
+import hparams  # noqa: F401  (registers the sets)
 from rl.hparams import flat
 from rl.registry import hparams as sets
 from rl.resolve import read_record
-
-import hparams  # noqa: F401  (registers the sets)
 
 
 def recorded(name: str, **settings) -> dict[str, dict]:

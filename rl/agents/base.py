@@ -14,16 +14,13 @@ The learner interface (what `rl/parallel` and checkpoints use; nothing else of a
                                   statistics and the step count, as one flat dict of tensors (published by the learner)
     take_statistics() / merge_statistics(stats)
                                   the normalisation moments a worker gathered since it last shipped; the learner merges
-Experience made elsewhere (the Scheme's learner, rl/parallel/learner.py, only dispatches shipments to these):
-    take_rows(transitions) -> diagnostics
-                                  a collection worker's replay rows, observed step by step with an update after each
-    close_rows(rows)              those env rows' next transitions continue no episode (a lost worker, a dropped
-                                  shipment)
+Experience made elsewhere (the Scheme's learner, rl/parallel/learner.py, only dispatches shipments):
     count_env_steps(n)            env steps this agent did not observe (a rows worker's, a gradient group's peers')
     join_collective(collective)   a synchronous gradient group: every gradient averaged across it
-The Scheme's other roles are mixins an agent inherits where it takes part (rl/agents/scheme.py): RolloutSource
-(take_rollout, rollout_ready, ship_rollout, rollout_layout: on-policy rollouts) and GradientSource
-(compute_gradients, gradient_size, apply_gradients: gradient workers).
+The Scheme's roles are mixins an agent inherits where it takes part (rl/agents/scheme.py): RowSource (take_rows,
+close_rows: replay rows), RolloutSource (take_rollout, rollout_ready, ship_rollout, rollout_layout: on-policy
+rollouts) and GradientSource (minibatch_gradients, gradient_size, apply_gradients: gradient workers); each works out
+its family's learner and worker settings (`SchemeSettings`).
 `updates` counts the learner's updates (a rollout's epochs, a replay training phase, an applied gradient): the unit
 of the policy version and of the policy lag.
 """
@@ -38,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rl.envs.observations import to_tensor
 from rl.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16")
@@ -107,11 +105,6 @@ class Agent(abc.ABC):
 
     # settings read afresh at every update, which `train.py --control` may change while the run goes on (rl/control.py)
     LIVE_SETTINGS: tuple[str, ...] = ()
-    # what the Scheme's collection workers ship to this agent (rl/parallel/learner.py): "rows", replay transitions
-    # through take_rows, or "rollouts", on-policy columns (rl/agents/scheme.py's RolloutSource declares it); and
-    # whether each rollout is learned from as it arrives instead of a batch of them
-    EXPERIENCE = "rows"
-    LEARNS_EACH_ROLLOUT = False
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         self.hp, self.obs_space, self.action_space = hp, obs_space, action_space
@@ -131,7 +124,8 @@ class Agent(abc.ABC):
         return torch.autocast(self.device.type, torch.bfloat16) if self.bf16 else contextlib.nullcontext()
 
     def to_tensor(self, obs: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(obs)).to(self.device)
+        """Observations on the agent's device; a Dict or Tuple space's as a DictObs (rl/envs/observations.py)."""
+        return to_tensor(obs, self.device)
 
     @abc.abstractmethod
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -254,21 +248,6 @@ class Agent(abc.ABC):
         """Count env steps this agent did not observe itself: a rows worker's transitions (shipped, not stored
         here), or those of a synchronous gradient group's peers. Exploration and learning schedules follow."""
         self.env_steps += steps
-
-    def take_rows(self, transitions) -> dict:
-        """A collection worker's replay rows: (transition, env rows) pairs, one per vector step, each observed into
-        those rows of this agent's memory and followed by `update()`, so the replay ratio is one process's (Ape-X).
-        The last update's diagnostics."""
-        diagnostics: dict = {}
-        for transition, rows in transitions:
-            if len(rows):
-                self.observe(*transition, rows=rows)
-                diagnostics = self.update() or diagnostics
-        return diagnostics
-
-    def close_rows(self, rows: np.ndarray) -> None:  # noqa: B027 - optional hook: nothing joins steps by default
-        """The next transitions of env `rows` continue no episode of their last ones (their worker was restarted, or
-        a shipment of theirs dropped): a memory that joins steps (n-step windows) ends those rows' as truncated."""
 
     def join_collective(self, collective) -> None:
         """Synchronous gradient workers: every gradient is averaged across the group before it is clipped, and

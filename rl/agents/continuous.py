@@ -1,6 +1,7 @@
 """Off-policy actor-critic agents for continuous actions: DDPG (Lillicrap et al. 2016), TD3 (Fujimoto et al. 2018)
-and SAC (Haarnoja et al. 2018), sharing one base that owns the replay memory, the update schedule, one flat Adam per
-network (each with its own learning rate) and the Polyak target updates.
+and SAC (Haarnoja et al. 2018), with TQC (Kuznetsov et al. 2020) as SAC with quantile critics, sharing one base that
+owns the replay memory, the update schedule, one flat Adam per network (each with its own learning rate) and the
+Polyak target updates.
 
 Schedule: every `every` env steps after `learning_starts`, `num_updates` gradient steps. SB3 calls these
 `train_freq`/`gradient_steps`, PyTorchRL `update_every`/`num_updates`; `update_schedule` maps the second pair onto
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import math
 
 import numpy as np
@@ -23,6 +25,7 @@ from rl.agents.base import Agent, cpu_has_bf16, resolve_device
 from rl.agents.common import linear_decay
 from rl.agents.cuda_graph import GraphedStep
 from rl.agents.flat_adam import FlatAdam, flatten_parameters
+from rl.agents.scheme import RowSource
 from rl.errors import ConfigError, RunStopped
 from rl.grad_comp.contracts import no_per_sample_error
 from rl.registry import act_select, agents, grad_comp, memory, models
@@ -53,12 +56,13 @@ def matmul_precision(precision: str):
         torch.set_float32_matmul_precision(old)
 
 
-class ActorCriticAgent(Agent):
+class ActorCriticAgent(RowSource, Agent):
     """The shared machinery; subclasses say which target networks exist and how the loss is called."""
 
     LIVE_SETTINGS = ("lr", "max_grad_norm")
 
     TARGET_ACTOR = True  # DDPG and TD3 keep a target actor; SAC does not
+    QUANTILE_CRITICS = False  # TQC's critics give atoms [K, B, N] (rl/models/quantile.py); the others Q values [K, B]
     LOSS_KINDS = ("actor_critic",)  # the loss's call (rl/grad_comp/contracts.py: ActorCriticLoss)
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
@@ -74,6 +78,9 @@ class ActorCriticAgent(Agent):
         self.graphed = hp.cuda_graph and self.device.type == "cuda"  # FlatAdam(capturable=...) in make_optimizers
         self.actor = models[hp.model].build(hp, obs_space, action_space).to(self.device)
         self.critic = models[hp.critic].build(hp, obs_space, action_space).to(self.device)
+        if hasattr(self.critic, "num_quantiles") != self.QUANTILE_CRITICS:
+            takes = "quantile critics (quantile_critics)" if self.QUANTILE_CRITICS else "Q critics (q_critic, twin_q)"
+            raise ConfigError(f"agent {hp.agent!r} takes {takes}, not critic={hp.critic}")
         # one flat Adam per network (its own learning rate); flattening comes before the target copies, and the
         # targets are flattened too, so a Polyak update is one lerp_ per network
         self.optims = self.make_optimizers()
@@ -255,10 +262,32 @@ class SAC(ActorCriticAgent):
     def loss(self, batch, update_actor: bool):
         return self.loss_fn(self.actor.sampler(), self.critic.forward, self.target_critic.forward,
                             self.temperature.log_alpha, batch, self.target_entropy, update_actor=update_actor,
-                            tune_alpha=self.hp.tune_alpha)
+                            tune_alpha=self.hp.tune_alpha, **self.loss_settings())
 
     def networks(self) -> dict:
         return {**super().networks(), "temperature": self.temperature}
+
+
+@agents.register("tqc")
+class TQC(SAC):
+    """TQC (Kuznetsov et al. 2020): SAC whose K critics each give N atoms of the return's distribution
+    (`critic=quantile_critics`), and whose loss (`grad_comp=tqc`, rl/grad_comp/tqc.py) drops the largest
+    `top_quantiles_to_drop_per_net` x K of their pooled atoms from the target."""
+
+    QUANTILE_CRITICS = True
+
+    def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
+        super().__init__(hp, obs_space, action_space, num_envs, seed)
+        if not 0 <= hp.top_quantiles_to_drop_per_net < self.critic.num_quantiles:
+            raise ConfigError(f"top_quantiles_to_drop_per_net must lie in [0, num_quantiles = "
+                              f"{self.critic.num_quantiles}), got {hp.top_quantiles_to_drop_per_net}")
+        params = inspect.signature(self.loss_fn).parameters.values()
+        if not any(p.name == "top_quantiles_to_drop_per_net" or p.kind is p.VAR_KEYWORD for p in params):
+            raise ConfigError(f"agent 'tqc' passes top_quantiles_to_drop_per_net to its loss, which grad_comp "
+                              f"{hp.grad_comp!r} does not take: use grad_comp=tqc")
+
+    def loss_settings(self) -> dict:
+        return {"top_quantiles_to_drop_per_net": self.hp.top_quantiles_to_drop_per_net}
 
 
 class Temperature(torch.nn.Module):

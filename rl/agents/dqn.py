@@ -13,17 +13,20 @@ import copy
 import numpy as np
 import torch
 
+from rl.act_select.epsilon_greedy import fixed_worker_epsilon, uniform_actions
 from rl.agents.base import Agent
 from rl.agents.common import polyak_update
 from rl.agents.flat_adam import FlatAdam
+from rl.agents.scheme import RowSource
+from rl.envs.observations import action_mask, num_rows
 from rl.errors import ConfigError, RunStopped
 from rl.grad_comp.contracts import no_per_sample_error
 from rl.registry import act_select, agents, grad_comp, memory, models
 
 
 @agents.register("dqn")
-class DQN(Agent):
-    """Q-learning from a replay memory with a target network."""
+class DQN(RowSource, Agent):
+    """Q-learning from a replay memory with a target network; collection workers ship it replay rows (Ape-X)."""
 
     LIVE_SETTINGS = ("lr", "max_grad_norm", "exploration_final_eps")
     LOSS_KINDS = ("td",)  # the loss's call (rl/grad_comp/contracts.py: TDLoss)
@@ -46,14 +49,17 @@ class DQN(Agent):
         self.loss_fn = grad_comp[hp.grad_comp]
         declared = grad_comp.declared(hp.grad_comp)
         self.loss_targets = declared.get("targets")  # the loss's hook computing its targets ahead, if it has one
-        if declared.get("distributional") and not hasattr(self.q, "log_probs"):
-            raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network: set model=c51_network")
+        reads = declared.get("distributional")  # True: C51's `log_probs`; or the method it names (QR-DQN: quantiles)
+        reads = "log_probs" if reads is True else reads
+        if reads and not hasattr(self.q, reads):
+            fits = " or ".join(f"model={name}" for name in models if hasattr(models[name], reads))
+            raise ConfigError(f"grad_comp={hp.grad_comp} needs a distributional network (with {reads}): set {fits}")
         self.noisy = bool(getattr(self.q, "noisy", False))
         self.num_actions = int(action_space.n)
         self.warmup_rng = np.random.default_rng(seed + 2)  # uniform actions before learning_starts, as SB3 takes
         self._last_train = 0  # env step at which the last training phase ran
         self._last_target = 0  # env step at which the target was last updated
-        # Ape-X with `worker_epsilon`: each collection worker acts with a fixed epsilon of its own (worker_hparams)
+        # Ape-X with `worker_epsilon`: each collection worker acts with a fixed epsilon of its own (worker_settings)
         # and this learner's schedule acts nowhere, so no charts/epsilon is logged (no worker follows that schedule)
         self.logs_epsilon = not (hp.num_workers > 0 and "worker_epsilon" in hp and hp.worker_epsilon > 0)
 
@@ -64,6 +70,10 @@ class DQN(Agent):
         return {"optimizer": self.optimizer}
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        # the legal actions of an env with an action mask (None without): exploration draws among them, and the
+        # network's values already rank illegal actions last (rl/models/multi_input.py)
+        n, mask = num_rows(obs), action_mask(obs, getattr(self.q, "mask_key", None))
+
         def q_values() -> torch.Tensor:
             with torch.inference_mode():
                 return self.q(self.to_tensor(obs))
@@ -74,14 +84,14 @@ class DQN(Agent):
             self.q.train()
             return actions
         if deterministic and self.eval_explore is not None:
-            return self.eval_explore(q_values, self.hp.train_steps, len(obs))
+            return self.eval_explore(q_values, self.hp.train_steps, n, mask=mask)
         if deterministic:
             return self.greedy(q_values())
         if self.env_steps < self.hp.learning_starts:  # warm-up: SB3's off-policy algorithms act uniformly at random
-            return self.warmup_rng.integers(0, self.num_actions, len(obs))
+            return uniform_actions(self.warmup_rng, self.num_actions, n, mask)
         if self.noisy:
             self.q.reset_noise()  # a fresh policy sample per env step, as well as per gradient step
-        return self.explore(q_values, self.env_steps, len(obs))  # epsilon-greedy skips the forward pass when it can
+        return self.explore(q_values, self.env_steps, n, mask=mask)  # epsilon-greedy skips the forward pass if it can
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated, rows=None) -> None:
         self.memory.add(obs, actions, rewards, next_obs, terminated, truncated, rows=rows)
@@ -93,6 +103,15 @@ class DQN(Agent):
 
     def close_rows(self, rows: np.ndarray) -> None:
         self.memory.close_rows(rows)
+
+    @classmethod
+    def worker_settings(cls, hp, rank: int, count: int):
+        """A replay worker's (RowSource), and with `worker_epsilon` Ape-X's own fixed epsilon for worker `rank`: a
+        schedule from eps to eps."""
+        w = super().worker_settings(hp, rank, count)
+        if (eps := fixed_worker_epsilon(hp, rank, count)) is not None:
+            w.exploration_initial_eps = w.exploration_final_eps = eps
+        return w
 
     def update(self) -> dict:
         hp = self.hp

@@ -31,6 +31,7 @@ import torch
 
 from rl.agents.common import fp32_params
 from rl.agents.on_policy import OnPolicyAgent
+from rl.agents.scheme import worker_envs
 from rl.errors import ConfigError
 from rl.grad_comp.vtrace import categorical_kl, laser_mask, vtrace_targets
 from rl.memory.replay_parameters import parse_replay_parameters, shares
@@ -50,9 +51,18 @@ class ImpalaAgent(OnPolicyAgent):
     """V-trace on batches composed from sequence buffers (elite_buffer_vtrace); learns from each rollout as it
     arrives."""
 
-    LEARNS_EACH_ROLLOUT = True  # the learner hands it every worker rollout (rl/parallel/learner.py)
     LIVE_SETTINGS = ("lr", "ent_coef", "vf_coef", "max_grad_norm")
     LOSS_KINDS = ("vtrace",)  # the loss's call (rl/grad_comp/contracts.py: VTraceLoss)
+
+    @classmethod
+    def learner_envs(cls, hp) -> int:
+        """One worker's env columns: the learner takes every worker rollout as it arrives (rl/parallel/learner.py),
+        not a batch of `batch_rollouts` columns (those are the sequences of a replay batch here)."""
+        return worker_envs(hp)
+
+    @classmethod
+    def check_workers(cls, hp, learner_envs: int) -> None:
+        """Each rollout is learned from alone, so any col_communication fits (sync: one of every worker, in turn)."""
 
     def __init__(self, hp, obs_space, action_space, num_envs: int, seed: int = 0):
         if grad_comp.kind_of(hp.grad_comp) != "vtrace":

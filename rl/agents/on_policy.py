@@ -74,10 +74,9 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
         self.starts = np.ones(num_envs, np.float32)  # 1 where the next act() begins an episode
         self._cache: tuple | None = None
         self._behaviour: dict = {}  # per-step vectors of the acting policy for a memory that keeps them (impala)
-        self.diagnostics: dict = {}  # the last gradient step's (compute_gradients)
+        self.diagnostics: dict = {}  # the last gradient step's (update, minibatch_gradients)
         self._clip = hp.clip_range  # the clip range in effect (clip_decay's schedule at the last update)
         self.epochs_run = 0
-        self._diagnose = self._stopped_at_kl = False  # a gradient worker's minibatch (learning_batches)
 
     def networks(self) -> dict:
         return {"model": self.model}
@@ -303,32 +302,24 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
         return info
 
     # ------------------------------------------------------------------ gradient workers (GradientSource)
-    def learning_batches(self):
-        """`update()`'s loop for a gradient worker (rl/parallel/roles.py), which ships each minibatch's gradient
-        (`compute_gradients`) where `update()` steps: the targets, then the minibatches epoch by epoch, ended early
-        where `compute_gradients` found the policy past `target_kl`."""
+    def minibatch_gradients(self):
+        """`update()`'s loop for a gradient worker (rl/parallel/roles.py), which ships each minibatch's gradient where
+        `update()` steps: the targets, then epoch by epoch autograd's gradient of the registered loss on each
+        minibatch, in the optimizer's flat buffer; it ends early where the policy moved past `target_kl`."""
         hp = self.hp
         self.begin_update()
-        self._stopped_at_kl, batches = False, None
+        batches = None
         for epoch in range(hp.epochs):
             batches = self._epoch_batches(batches)
             self.epochs_run = epoch + 1
             for i, batch in enumerate(batches):
-                self._diagnose = hp.target_kl > 0 or (epoch == hp.epochs - 1 and i == len(batches) - 1)
-                yield batch
-                if self._stopped_at_kl:
-                    return
-
-    def compute_gradients(self, batch) -> torch.Tensor | None:
-        """Autograd's gradient of the registered loss on a minibatch of `learning_batches`, in the optimizer's flat
-        buffer; None where the policy moved past `target_kl` (its epochs stop)."""
-        loss, past_target_kl = self.minibatch_loss(batch, self._diagnose)
-        if past_target_kl:
-            self._stopped_at_kl = True
-            return None
-        self.optimizer.zero_grad()
-        loss.backward()
-        return self.optimizer.grad
+                last = epoch == hp.epochs - 1 and i == len(batches) - 1  # the logged diagnostics are the last step's
+                loss, past_target_kl = self.minibatch_loss(batch, diagnostics=hp.target_kl > 0 or last)
+                if past_target_kl:
+                    return  # the early stop: the policy moved far enough
+                self.optimizer.zero_grad()
+                loss.backward()
+                yield self.optimizer.grad
 
     def gradient_size(self) -> int:
         return self.optimizer.grad.numel()

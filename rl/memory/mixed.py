@@ -1,8 +1,9 @@
 """Mixed memories: several buffers, each filled with every transition, a batch drawn from each by its `sample_ratio`
-(the elite_buffer_vtrace platform's `--replay_parameters`; with a fresh `queue` and a
-`replay`, CLEAR's half-fresh, half-replayed batches, Rolnick et al. 2019).
+(the elite_buffer_vtrace platform's `--replay_parameters`; with a fresh `queue` and a `replay`, CLEAR's half-fresh,
+half-replayed batches, Rolnick et al. 2019).
 
-`replay_parameters` is one JSON string, a list of buffers:
+`replay_parameters` is one JSON string, a list of buffers, parsed by rl/memory/replay_parameters.py (the parser the
+V-trace agent's sequence buffers share) with the transition buffers' table:
     [{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]
 `type` is a memory registry key (replay, prioritized, attentive, queue; the platform's "standard" means replay),
 `capacity` >= 1 and the ratios sum to 1. Any other key is a setting for that buffer alone (e.g. "per_alpha": 0.7).
@@ -12,56 +13,15 @@ each share keeps its buffer's importance weights. Priority updates are routed ba
 
 from __future__ import annotations
 
-import json
 import math
 
 import torch
 
+from rl.envs.observations import cat
 from rl.errors import ConfigError
 from rl.memory.replay import Transitions
+from rl.memory.replay_parameters import parse_replay_parameters
 from rl.registry import memory
-
-ALIASES = {"standard": "replay"}
-REQUIRED = ("type", "capacity", "sample_ratio")
-
-
-def parse_replay_parameters(text: str, hp=None) -> list[dict]:
-    """The validated list of buffer specs in `text`; a ConfigError saying what is wrong otherwise."""
-    example = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "replay", "capacity": 1000, ' \
-              '"sample_ratio": 0.5}]'
-    try:
-        specs = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"replay_parameters is not valid JSON ({exc}); expected e.g. {example}") from None
-    if not isinstance(specs, list) or not specs or not all(isinstance(s, dict) for s in specs):
-        raise ConfigError(f"replay_parameters must be a non-empty JSON list of objects, e.g. {example}")
-    valid = sorted(n for n in memory.names() if n not in ("mixed", "rollout"))
-    out = []
-    for i, spec in enumerate(specs):
-        missing = [k for k in REQUIRED if k not in spec]
-        if missing:
-            raise ConfigError(f"replay_parameters[{i}] lacks {', '.join(missing)}: each buffer needs "
-                              f"type, capacity and sample_ratio")
-        kind = ALIASES.get(spec["type"], spec["type"])
-        if kind not in valid:
-            raise ConfigError(f"replay_parameters[{i}]: unknown buffer type {spec['type']!r}: valid: "
-                              f"{', '.join(valid)}")
-        capacity, ratio = spec["capacity"], spec["sample_ratio"]
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ConfigError(f"replay_parameters[{i}]: capacity must be an integer >= 1, got {capacity!r}")
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
-            raise ConfigError(f"replay_parameters[{i}]: sample_ratio must be a number in [0, 1], got {ratio!r}")
-        extra = {k: v for k, v in spec.items() if k not in REQUIRED}
-        if hp is not None:
-            for key in extra:
-                if key not in hp:
-                    raise ConfigError(f"replay_parameters[{i}]: {key!r} is neither type, capacity, sample_ratio "
-                                      f"nor a setting")
-        out.append({"type": kind, "capacity": capacity, "sample_ratio": float(ratio), "settings": extra})
-    total = sum(s["sample_ratio"] for s in out)
-    if not math.isclose(total, 1.0, abs_tol=1e-6):
-        raise ConfigError(f"replay_parameters: the sample_ratios must sum to 1, they sum to {total:g}")
-    return out
 
 
 def shares(batch_size: int, ratios: list[float]) -> list[int]:
@@ -84,14 +44,13 @@ class MixedMemory:
 
     @classmethod
     def build(cls, hp, obs_space, action_space, seed: int = 0) -> MixedMemory:
-        specs = parse_replay_parameters(hp.replay_parameters, hp)
+        specs = parse_replay_parameters(hp.replay_parameters, "transitions", hp)
         buffers = []
         for i, spec in enumerate(specs):
-            sub_hp = hp.copy().update(spec["settings"]) if spec["settings"] else hp
-            kind = memory[spec["type"]]
-            buffers.append(kind.build(sub_hp, obs_space, action_space, seed=seed + 1000 * i,
-                                      capacity=spec["capacity"]))
-        return cls(buffers, [s["sample_ratio"] for s in specs])
+            sub_hp = hp.copy().update(spec.settings) if spec.settings else hp
+            kind = memory[spec.type]
+            buffers.append(kind.build(sub_hp, obs_space, action_space, seed=seed + 1000 * i, capacity=spec.capacity))
+        return cls(buffers, [s.sample_ratio for s in specs])
 
     def __len__(self) -> int:
         """Items available to every share: the smallest buffer that a batch draws from."""
@@ -123,9 +82,9 @@ class MixedMemory:
         if all(p.weights is None for p in parts):
             weights = None  # every buffer sampled uniformly
         else:
-            weights = torch.cat([torch.ones(len(p.obs), device=p.obs.device) if p.weights is None else p.weights
+            weights = torch.cat([torch.ones(len(p.rewards), device=p.rewards.device) if p.weights is None else p.weights
                                  for p in parts])
-        return Transitions(**{name: weights if name == "weights" else torch.cat([getattr(p, name) for p in parts])
+        return Transitions(**{name: weights if name == "weights" else cat([getattr(p, name) for p in parts])
                               for name in Transitions._fields})
 
     def update_priorities(self, indices, td_errors) -> None:

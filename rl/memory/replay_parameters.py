@@ -1,16 +1,25 @@
-"""elite_buffer_vtrace's `--replay_parameters`: the list of buffers a V-trace batch is composed from, parsed into
-frozen, typed specs, one per buffer in the listed order.
+"""`replay_parameters`: the list of buffers a batch is composed from, one JSON string, parsed here into frozen, typed
+specs (one per buffer, in the listed order) for both kinds of item a buffer can hold:
 
-Accepted as elite_buffer_vtrace's commands write it, e.g.
-`[{"type":"custom","capacity":1000,"sample_ratio":0.5,"dist_function":"ln_norm","sample_strategy":"elite_sampling",
-"lambda_batch_multiplier":6,"alfa_annealing_factor":2.0},{"type":"queue","capacity":1,"sample_ratio":0.5}]`.
-Keys, defaults and ranges follow the published schema (`utils/parameter_schema.py`): `queue` and `standard` take
-`type`, `capacity`, `sample_ratio`; `custom` also needs `dist_function` (ln_norm, cos_dist, kl_div; or `random`,
-ours: the ablation that ranks by the sampling counter only) and takes `p` (2), `sample_strategy` (absent:
-uniform), `insert_strategy` (absent: FIFO), `lambda_batch_multiplier` (1), `alfa_annealing_factor` (1.0),
-`elite_sampling_strategy` (strategy3), `elite_batch_size` (20). Names are case-insensitive, as there. Stricter than
-the published schema, which coerces: a value of the wrong type (a string capacity, 6.5 for an integer) is an error,
-not truncated. Every problem is one `ConfigError` line naming the buffer.
+- transitions: the `mixed` memory of the DQN family (rl/memory/mixed.py; with a fresh `queue` and a `replay`, CLEAR's
+  half-fresh, half-replayed batches, Rolnick et al. 2019). A type is a transition memory of the memory registry
+  (replay, prioritized, attentive, queue); any key but type, capacity and sample_ratio is a setting for that buffer
+  alone (e.g. "per_alpha": 0.7).
+- sequences: the V-trace agent's replay (agent=impala, rl/memory/sequence_buffers.py), elite_buffer_vtrace's
+  `--replay_parameters` as its commands write it, e.g.
+  `[{"type":"custom","capacity":1000,"sample_ratio":0.5,"dist_function":"ln_norm","sample_strategy":"elite_sampling",
+  "lambda_batch_multiplier":6,"alfa_annealing_factor":2.0},{"type":"queue","capacity":1,"sample_ratio":0.5}]`.
+  Keys, defaults and ranges follow the published schema (`utils/parameter_schema.py`): `queue` and `standard` take
+  `type`, `capacity`, `sample_ratio`; `custom` also needs `dist_function` (ln_norm, cos_dist, kl_div; or `random`,
+  ours: the ablation that ranks by the sampling counter only) and takes `p` (2), `sample_strategy` (absent: uniform),
+  `insert_strategy` (absent: FIFO), `lambda_batch_multiplier` (1), `alfa_annealing_factor` (1.0),
+  `elite_sampling_strategy` (strategy3), `elite_batch_size` (20).
+
+One parser, one table of buffer types per kind of item (`buffer_types`), each kind taking the other's name for the
+uniform buffer (`standard` is `replay` for transitions, `replay` is `standard` for sequences). JSON, or a Python literal
+(single quotes) as the published `literal_eval` reads it; names are case-insensitive, as there. Stricter than the
+published schema, which coerces: a value of the wrong type (a string capacity, 6.5 for an integer) is an error, not
+truncated. The ratios sum to 1. Every problem is one `ConfigError` line naming the buffer and what is valid.
 """
 
 from __future__ import annotations
@@ -18,12 +27,12 @@ from __future__ import annotations
 import ast
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rl.errors import ConfigError
+from rl.registry import memory
 
-TYPES = ("queue", "standard", "custom")
-ALIASES = {"replay": "standard"}  # the transition-level mixed memory's name for elite_buffer_vtrace's `standard`
+ITEMS = ("transitions", "sequences")
 DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div", "random")  # random: ours, the ablation (no features read)
 SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
 INSERT_STRATEGIES = ("elite_insertion",)
@@ -33,16 +42,17 @@ TOLERANCE = 1e-6
 
 @dataclass(frozen=True)
 class ReplaySpec:
-    """A `queue` (FIFO of the freshest rollouts) or `standard` (uniform with replacement) buffer."""
+    """A buffer: sequences' `queue` (FIFO of the freshest rollouts) or `standard` (uniform with replacement)."""
 
     type: str
-    capacity: int  # sequences held
-    sample_ratio: float  # its share of each batch: batch_size * sample_ratio sequences, a whole number
+    capacity: int  # items held
+    sample_ratio: float  # its share of each batch
 
 
 @dataclass(frozen=True)
 class CustomReplaySpec(ReplaySpec):
-    """A `custom` buffer: uniform, elite or attentive sampling, FIFO or elite insertion, with stored features."""
+    """A `custom` sequence buffer: uniform, elite or attentive sampling, FIFO or elite insertion, with stored
+    features."""
 
     dist_function: str = "ln_norm"  # the distance of target to behaviour features (required in the JSON)
     p: int = 2  # the norm of `ln_norm`
@@ -54,16 +64,53 @@ class CustomReplaySpec(ReplaySpec):
     elite_batch_size: int = 20  # elite insertion's candidates per insert
 
 
+@dataclass(frozen=True)
+class TransitionReplaySpec(ReplaySpec):
+    """A transition buffer of the mixed memory: `type` a memory registry key, `settings` its own settings."""
+
+    settings: dict = field(default_factory=dict, hash=False)  # e.g. {"per_alpha": 0.7}, over the run's settings
+
+
 # key: (kind, choices or None, lowest allowed value, whether the lowest is allowed)
-_COMMON = {"type": (str, TYPES, None, True), "capacity": (int, None, 1, True),
+_COMMON = {"type": (str, None, None, True), "capacity": (int, None, 1, True),
            "sample_ratio": (float, None, 0.0, True)}
 _CUSTOM = {**_COMMON, "dist_function": (str, DIST_FUNCTIONS, None, True), "p": (int, None, 1, True),
            "sample_strategy": (str, SAMPLE_STRATEGIES, None, True),
            "insert_strategy": (str, INSERT_STRATEGIES, None, True),
            "lambda_batch_multiplier": (int, None, 1, True), "alfa_annealing_factor": (float, None, 0.0, False),
            "elite_sampling_strategy": (str, ELITE_STRATEGIES, None, True), "elite_batch_size": (int, None, 1, True)}
-_REQUIRED = {"queue": ("type", "capacity", "sample_ratio"), "standard": ("type", "capacity", "sample_ratio"),
-             "custom": ("type", "capacity", "sample_ratio", "dist_function")}
+_BASIC = ("type", "capacity", "sample_ratio")
+
+
+@dataclass(frozen=True)
+class BufferType:
+    """What a buffer of one type is parsed into: its record, its keys (and their checks), the keys it needs, and
+    whether any other key is a setting for that buffer alone."""
+
+    spec: type
+    keys: dict
+    required: tuple = _BASIC
+    settings: bool = False
+
+
+SEQUENCE_BUFFERS = {"queue": BufferType(ReplaySpec, _COMMON), "standard": BufferType(ReplaySpec, _COMMON),
+                    "custom": BufferType(CustomReplaySpec, _CUSTOM, (*_BASIC, "dist_function"))}
+TRANSITION_BUFFER = BufferType(TransitionReplaySpec, _COMMON, settings=True)
+NOT_TRANSITION_BUFFERS = ("mixed", "rollout")  # the memory composed of buffers, and the on-policy rollout
+DEFAULTS = {"transitions": '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
+                            '{"type": "replay", "capacity": 1000, "sample_ratio": 0.5}]',
+            "sequences": '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]'}  # elite_buffer_vtrace's "no replay"
+ALIASES = {"transitions": {"standard": "replay"}, "sequences": {"replay": "standard"}}
+
+
+def buffer_types(items: str) -> dict[str, BufferType]:
+    """The buffer types of a kind of item: for sequences elite_buffer_vtrace's three, for transitions every memory of
+    the registry that stores transitions (one registered later is a buffer type too)."""
+    if items == "sequences":
+        return SEQUENCE_BUFFERS
+    if items == "transitions":
+        return {name: TRANSITION_BUFFER for name in sorted(memory.names()) if name not in NOT_TRANSITION_BUFFERS}
+    raise ValueError(f"unknown kind of replay item {items!r}: valid: {', '.join(ITEMS)}")
 
 
 def _value(where: str, key: str, value, kind, choices, lowest, inclusive):
@@ -88,34 +135,50 @@ def _value(where: str, key: str, value, kind, choices, lowest, inclusive):
     return value
 
 
-def _spec(i: int, item) -> ReplaySpec:
+def _type_of(i: int, item: dict, items: str) -> str:
+    """The buffer's type, its kind's name for an alias; one line naming the valid types otherwise."""
+    types, aliases = buffer_types(items), ALIASES[items]
+    if "type" not in item:
+        raise ConfigError(f"replay_parameters[{i}]: missing key 'type' (one of {', '.join(types)})")
+    name = _value(f"replay_parameters[{i}]", "type", item["type"], *_COMMON["type"])
+    name = aliases.get(name, name)
+    if name not in types:
+        also = "; ".join(f"{alias} means {target}" for alias, target in aliases.items())
+        raise ConfigError(f"replay_parameters[{i}]: unknown type {item['type']!r}: valid: {', '.join(types)} "
+                          f"({items[:-1]} buffers; {also})")
+    return name
+
+
+def _spec(i: int, item, items: str, hp) -> ReplaySpec:
     if not isinstance(item, dict):
         raise ConfigError(f"replay_parameters[{i}]: each buffer must be an object, got {item!r}")
-    if "type" not in item:
-        raise ConfigError(f"replay_parameters[{i}]: missing key 'type' (one of {', '.join(TYPES)})")
-    if isinstance(item["type"], str) and item["type"].lower() in ALIASES:
-        item = {**item, "type": ALIASES[item["type"].lower()]}
-    kind = _value(f"replay_parameters[{i}]", "type", item["type"], *_COMMON["type"])
-    where = f"replay_parameters[{i}] ({kind})"
-    keys = _CUSTOM if kind == "custom" else _COMMON
-    for key in item:
-        if key not in keys:
-            raise ConfigError(f"{where}: unknown key {key!r}: valid: {', '.join(keys)}")
-    for key in _REQUIRED[kind]:
+    name = _type_of(i, item, items)
+    buffer = buffer_types(items)[name]
+    where = f"replay_parameters[{i}] ({name})"
+    settings = {key: value for key, value in item.items() if key not in buffer.keys}
+    for key in settings:
+        if not buffer.settings:
+            raise ConfigError(f"{where}: unknown key {key!r}: valid: {', '.join(buffer.keys)}")
+        if hp is not None and key not in hp:
+            raise ConfigError(f"{where}: unknown key {key!r}: valid: {', '.join(buffer.keys)}, or a setting for "
+                              f"this buffer alone (e.g. per_alpha)")
+    for key in buffer.required:
         if key not in item:
             raise ConfigError(f"{where}: missing key {key!r}")
-    values = {key: _value(where, key, value, *keys[key]) for key, value in item.items()}
+    values = {key: _value(where, key, value, *buffer.keys[key]) for key, value in item.items() if key not in settings}
     if values["sample_ratio"] > 1:
         raise ConfigError(f"{where}: sample_ratio must be <= 1, got {values['sample_ratio']!r}")
-    return (CustomReplaySpec if kind == "custom" else ReplaySpec)(**values)
+    values["type"] = name
+    if buffer.settings:
+        values["settings"] = settings
+    return buffer.spec(**values)
 
 
-def parse_replay_parameters(text: str | list) -> tuple[ReplaySpec, ...]:
-    """The buffers of elite_buffer_vtrace's `--replay_parameters` (a JSON list, or the list itself), in listed order.
-
-    JSON first; a Python literal (single quotes) is accepted too, as the published `literal_eval` does.
-    """
-    data = text
+def parse_replay_parameters(text: str | list, items: str = "sequences", hp=None) -> tuple[ReplaySpec, ...]:
+    """The buffers of `replay_parameters` (a JSON list, or the list itself) holding `items` (transitions or
+    sequences), in listed order; '' is `DEFAULTS[items]`. `hp`: the run's settings, which a transition buffer's own
+    settings must name."""
+    data = text if text != "" else DEFAULTS[items]
     if isinstance(text, str):
         try:
             data = json.loads(text)
@@ -128,7 +191,7 @@ def parse_replay_parameters(text: str | list) -> tuple[ReplaySpec, ...]:
         raise ConfigError(f"replay_parameters must be a list of buffers, got {type(data).__name__}")
     if not data:
         raise ConfigError("replay_parameters must list at least one buffer")
-    specs = tuple(_spec(i, item) for i, item in enumerate(data))
+    specs = tuple(_spec(i, item, items, hp) for i, item in enumerate(data))
     total = sum(spec.sample_ratio for spec in specs)
     if abs(total - 1.0) > TOLERANCE:
         ratios = " + ".join(f"{spec.sample_ratio:g}" for spec in specs)

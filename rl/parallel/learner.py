@@ -1,16 +1,18 @@
-"""The learner of the Scheme: receives shipments through a transport, hands them to the agent's public interface
-(rl/agents/base.py), publishes the new weights. Any agent, unchanged:
+"""The learner of the Scheme: receives shipments through a transport, hands them to the agent through the mixin its
+workers' role needs (rl/agents/scheme.py; checked with `isinstance`), publishes the new weights. Any agent, unchanged:
 
-- RolloutMode (vpg, a2c, ppo): a worker's rollout goes into the learner's rollout as env columns, with its policy
-  lag (`agent.take_rollout`); once `batch_rollouts` columns are in, `agent.update()` learns (PPO's ratio
-  against the behaviour policy: APPO; V-trace rescores the columns acted by older weights).
-- RowsMode (dqn, ddpg, td3, sac, every memory): a worker's rows are observed step by step into the replay memory
-  (worker w's envs are its rows w*N..w*N+N-1) with `agent.update()` after each, so the replay ratio is the
-  single-process one (Ape-X: `agent.take_rows`). A restarted worker, or a dropped shipment, closes its rows' n-step
-  windows (`agent.close_rows`).
-- GradientMode (A3C): a worker's gradient is applied as it arrives (`agent.apply_gradients`).
+- RolloutMode (a RolloutSource): a worker's rollout goes to `agent.take_rollout` with its policy lag and env steps;
+  once the agent has a batch, `agent.update()` learns (what it does with columns acted by older weights, e.g.
+  V-trace's rescoring, is its own business).
+- RowsMode (a RowSource): a worker's rows (worker w's envs are its rows w*N..w*N+N-1) go to `agent.take_rows`,
+  which observes them step by step with an update after each, so the replay ratio is the single-process one
+  (Ape-X). A restarted worker, or a dropped shipment, closes its rows' episodes (`agent.close_rows`).
+- GradientMode (a GradientSource: A3C): a worker's gradient is applied as it arrives (`agent.apply_gradients`).
 
-The modes only dispatch: what a shipment does to the agent's memory and counters is the agent's own business.
+The modes only dispatch: what a shipment does to the agent's memory and counters is the agent's own business. So are
+the settings: the role of the workers is the mixin the agent's class declares, and the envs of the learner's agent,
+the checks and each worker's own settings are the class's (`SchemeSettings`: learner_envs, check_workers,
+worker_settings); the learner names no agent family.
 
 Policy versions count learner updates (`agent.updates`): the version of published weights is the number of updates
 that made them, a shipment carries the version that acted (or computed) it, and its lag, logged as
@@ -26,97 +28,86 @@ from collections import deque
 
 import numpy as np
 
-from rl.act_select.epsilon_greedy import fixed_worker_epsilon
+from rl.agents.scheme import GradientSource, RolloutSource, RowSource, worker_envs
 from rl.errors import ConfigError
 from rl.parallel.buffers import make_buffer
 from rl.parallel.spec import Shipment, WorkerSpec
 
 COMMUNICATIONS = ("sync", "async")
+SOURCES = {"rollouts": RolloutSource, "rows": RowSource, "gradients": GradientSource}  # the mixin each role needs
 
 
 # ---------------------------------------------------------------------------------------------------- settings
-def worker_envs(hp) -> int:
-    return hp.worker_envs or hp.num_envs
-
-
 def grad_mode(hp) -> bool:
     return hp.num_grad_workers > 1 and hp.grad_communication == "async"
 
 
-def is_on_policy_agent(hp) -> bool:
-    """The agent takes on-policy rollouts, not replay rows, from collection workers (its class says: EXPERIENCE)."""
+def agent_class(hp):
+    """The run's registered agent class: it works out its learner's and workers' settings (`SchemeSettings`)."""
     from rl.registry import agents
 
-    experience = agents[hp.agent].EXPERIENCE
-    if experience not in ("rows", "rollouts"):
-        raise ConfigError(f"agent {hp.agent!r} declares EXPERIENCE = {experience!r}: valid: 'rows', 'rollouts'")
-    return experience == "rollouts"
+    return agents[hp.agent]
 
 
-def learner_envs(hp, on_policy: bool) -> int:
-    """The env columns (on-policy: trajectories per update) or env rows (replay) of the learner's agent."""
-    n = worker_envs(hp)
+def declaring(*sources) -> str:
+    """The registered agents that declare every one of `sources`: what a refusal names as valid."""
+    from rl.registry import agents
+
+    return ", ".join(n for n in sorted(agents.names()) if all(issubclass(agents[n], s) for s in sources))
+
+
+def collection_role(hp) -> str:
+    """What collection workers ship to the agent: "rollouts" to a RolloutSource, "rows" to a RowSource."""
+    cls = agent_class(hp)
+    for role in ("rollouts", "rows"):
+        if issubclass(cls, SOURCES[role]):
+            return role
+    raise ConfigError(f"agent {hp.agent!r} learns from no collection worker (neither a RolloutSource nor a RowSource, "
+                      f"rl/agents/scheme.py): set num_workers=0, or an agent that does: "
+                      f"{declaring(RolloutSource)}, {declaring(RowSource)}")
+
+
+def learner_envs(hp) -> int:
+    """The env columns (a RolloutSource's trajectories per update) or env rows (a RowSource's) of the learner's
+    agent."""
     if hp.num_workers == 0 or grad_mode(hp):
-        return n  # the learner of async gradient workers never fills a rollout of its own
-    if on_policy:
-        if learns_each_rollout(hp):
-            return n
-        return hp.batch_rollouts or hp.num_workers * n
-    return hp.num_workers * n
+        return worker_envs(hp)  # the learner of async gradient workers never fills a rollout of its own
+    return agent_class(hp).learner_envs(hp)
 
 
-def learns_each_rollout(hp) -> bool:
-    """Agents that take every worker rollout as it arrives (sequence replay: agent=impala) rather than a batch of
-    `batch_rollouts` columns."""
-    from rl.registry import agents
-
-    return agents[hp.agent].LEARNS_EACH_ROLLOUT
-
-
-def check_settings(hp, on_policy: bool) -> None:
+def check_settings(hp) -> None:
     for name in ("col_communication", "grad_communication"):
         if getattr(hp, name) not in COMMUNICATIONS:
             raise ConfigError(f"unknown {name} {getattr(hp, name)!r}: valid: sync, async")
-    n = worker_envs(hp)
-    if on_policy and hp.num_workers:
-        columns = learner_envs(hp, True)
-        if columns % n:
-            raise ConfigError(f"batch_rollouts ({columns}) must be a multiple of the envs per worker ({n})")
-        if hp.col_communication == "sync" and columns != hp.num_workers * n and not learns_each_rollout(hp):
-            raise ConfigError(f"col_communication=sync learns from one rollout of every worker: batch_rollouts must "
-                              f"be num_workers x worker envs = {hp.num_workers * n} (or 0), got {columns}")
-    if grad_mode(hp) and not on_policy:
-        raise ConfigError("grad_communication=async (A3C) needs an on-policy agent (vpg, a2c, ppo)")
+    cls = agent_class(hp)
+    if hp.num_workers:
+        collection_role(hp)
+        cls.check_workers(hp, learner_envs(hp))
+    if grad_mode(hp) and not (issubclass(cls, GradientSource) and issubclass(cls, RolloutSource)):
+        raise ConfigError(f"grad_communication=async (A3C) needs an agent whose rollouts' gradient steps workers can "
+                          f"compute (a GradientSource and RolloutSource, rl/agents/scheme.py): "
+                          f"{declaring(GradientSource, RolloutSource)}")
 
 
 def learner_hparams(hp, inner: bool = False):
     """The learner agent's settings: as many env columns/rows as the workers feed it. `inner`: an async gradient
     worker's own (async RAPID), which learns from its collection workers like a learner but ships its gradients."""
-    on_policy = is_on_policy_agent(hp)
-    check_settings(hp, on_policy)
+    check_settings(hp)
     learner = hp.copy()
     if inner:
         learner.num_grad_workers, learner.device, learner.torch_threads = 1, "cpu", 1
-    learner.num_envs = learner_envs(learner, on_policy)
+    learner.num_envs = learner_envs(learner)
     return learner
 
 
 def worker_hparams(hp, rank: int, count: int):
-    """Worker `rank` of `count`'s settings: its own envs, the CPU, one thread (the cores are shared out between
-    processes); with `worker_epsilon` (Ape-X) its own fixed epsilon."""
-    w = hp.copy()
-    w.num_envs, w.device, w.torch_threads = worker_envs(hp), "cpu", 1
-    if (eps := fixed_worker_epsilon(hp, rank, count)) is not None:  # a schedule from eps to eps: fixed
-        w.exploration_initial_eps = w.exploration_final_eps = eps
-    if w.env_type == "atari":
-        w.env_threads = 1
-    if "buffer_size" in w:  # a replay worker's own memory is never used: keep it small
-        w.buffer_size = max(1000, w.num_envs * 8)
-    return w
+    """Worker `rank` of `count`'s settings, as the agent's class works them out (its own envs, the CPU, one thread;
+    and whatever its family adds)."""
+    return agent_class(hp).worker_settings(hp, rank, count)
 
 
 def worker_specs(hp, seed: int, transport: str) -> list[WorkerSpec]:
-    role = "gradients" if grad_mode(hp) else ("rollouts" if is_on_policy_agent(hp) else "rows")
+    role = "gradients" if grad_mode(hp) else collection_role(hp)
     count = hp.num_grad_workers if role == "gradients" else hp.num_workers
     return [WorkerSpec(role, worker_hparams(hp, rank, count), rank, seed + 1000 * (rank + 1), transport)
             for rank in range(count)]
@@ -188,6 +179,9 @@ class Learner:
         self.hp, self.agent, self.stats = hp, agent, stats
         self.specs = worker_specs(hp, seed, transport if isinstance(transport, str) else "shm")
         role = self.specs[0].role
+        if not isinstance(agent, SOURCES[role]):
+            raise ConfigError(f"agent {hp.agent!r} ({type(agent).__name__}) is no {SOURCES[role].__name__} "
+                              f"(rl/agents/scheme.py): its workers' role is {role!r}")
         n = worker_envs(hp)
         if role == "rollouts":
             self.mode = RolloutMode(agent, learns)

@@ -11,7 +11,8 @@ through three calls:
   log-probabilities and values, for on-policy agents.
 - CollectionWorker, role "rows": `worker_steps` vector steps of transitions for replay agents (Ape-X).
 - GradientWorker, role "gradients": fills its agent's rollout (its own envs, or collection workers of its own: async
-  RAPID), then ships one minibatch gradient per fill (A3C): the weights it computes the next one with are the newest.
+  RAPID), then ships one minibatch gradient per fill (A3C), the next of the agent's `minibatch_gradients`: the
+  weights it computes the next one with are the newest.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class GradientWorker(Worker):
         else:
             self.collector = Collector(self.env, self.agent, spec.seed)
             self.stats = self.collector.stats
-        self.batches = None  # the minibatches of the rollout being learned from
+        self.gradients = None  # the minibatch gradients of the rollout being learned from
         self.steps = 0  # env steps since the last gradient
 
     def load(self, acting_state: dict, version: int) -> None:
@@ -114,16 +115,13 @@ class GradientWorker(Worker):
 
     def fill(self, buffer, beat: Callable[[], None]) -> Shipment:
         while True:
-            if self.batches is None:
+            if self.gradients is None:
                 self._fill_rollout(beat)
-                self.batches = self.agent.learning_batches()
-            batch = next(self.batches, None)
-            if batch is None:  # the rollout's epochs are done (or stopped at target_kl)
+                self.gradients = self.agent.minibatch_gradients()
+            grad = next(self.gradients, None)
+            if grad is None:  # the rollout's epochs are done (or stopped early: PPO's target_kl)
                 self.agent.finish_update()
-                self.batches = None
-                continue
-            grad = self.agent.compute_gradients(batch)
-            if grad is None:
+                self.gradients = None
                 continue
             buffer.copy_(grad)
             steps, self.steps = self.steps, 0

@@ -15,9 +15,10 @@ ROLES = ("rollouts", "rows", "gradients")
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """role: "rollouts" (on-policy collection), "rows" (replay collection: Ape-X) or "gradients" (an async gradient
-    worker: A3C). `hp` are the worker's own settings (its envs, the CPU, one thread); `transport` is the kind that a
-    gradient worker uses for collection workers of its own (async RAPID)."""
+    """role: "rollouts" (on-policy collection, for a RolloutSource), "rows" (replay collection for a RowSource: Ape-X)
+    or "gradients" (an async gradient worker of a GradientSource: A3C; rl/agents/scheme.py). `hp` are the worker's own
+    settings, as the agent's class works them out (`worker_settings`: its envs, the CPU, one thread, ...);
+    `transport` is the kind that a gradient worker uses for collection workers of its own (async RAPID)."""
 
     role: str
     hp: Any

@@ -1,5 +1,5 @@
-"""The on-policy update's two walks of one rollout (`update()`'s loop, and a gradient worker's `learning_batches` +
-`compute_gradients` + `apply` halves), the one advantage standardisation, and the one linear rate decay."""
+"""The on-policy update's two walks of one rollout (`update()`'s loop, and a gradient worker's `minibatch_gradients`
++ `apply` halves), the one advantage standardisation, and the one linear rate decay."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ from rl.grad_comp.policy_gradient import standardized_advantages
 
 def gradient_worker_walk(agent) -> dict:
     """What rl/parallel/roles.py's GradientWorker does with its rollout, each gradient applied at once."""
-    for batch in agent.learning_batches():
-        grad = agent.compute_gradients(batch)
-        if grad is not None:
-            agent._apply(grad)
+    for grad in agent.minibatch_gradients():
+        agent._apply(grad)
     return agent.finish_update()
 
 

@@ -8,8 +8,9 @@ import torch
 
 from hparams.dqn import dqn_cartpole
 from rl.errors import ConfigError
-from rl.memory.mixed import MixedMemory, parse_replay_parameters, shares
+from rl.memory.mixed import MixedMemory, shares
 from rl.memory.queue import QueueMemory
+from rl.memory.replay_parameters import parse_replay_parameters
 from rl.registry import memory
 
 OBS = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
@@ -43,19 +44,24 @@ def test_queue_returns_the_freshest_items_newest_first():
 
 @pytest.mark.parametrize("text, message", [
     ("not json", "not valid JSON"),
-    ("{}", "non-empty JSON list"),
-    ('[{"type": "queue", "capacity": 1}]', "lacks sample_ratio"),
-    ('[{"type": "heap", "capacity": 1, "sample_ratio": 1}]', "unknown buffer type 'heap': valid: .*prioritized"),
-    ('[{"type": "replay", "capacity": 0, "sample_ratio": 1}]', "capacity must be an integer >= 1"),
-    ('[{"type": "replay", "capacity": 1.5, "sample_ratio": 1}]', "capacity must be an integer >= 1"),
+    ("{}", "must be a list of buffers, got dict"),
+    ("[]", "at least one buffer"),
+    ('[{"type": "queue", "capacity": 1}]', r"\[0\] \(queue\): missing key 'sample_ratio'"),
+    ('[{"type": "heap", "capacity": 1, "sample_ratio": 1}]',
+     r"unknown type 'heap': valid: attentive, prioritized, queue, replay \(transition buffers; standard means replay"),
+    ('[{"type": "custom", "capacity": 1, "sample_ratio": 1}]', "unknown type 'custom'"),  # a sequence buffer's type
+    ('[{"type": "replay", "capacity": 0, "sample_ratio": 1}]', "capacity must be >= 1, got 0"),
+    ('[{"type": "replay", "capacity": 1.5, "sample_ratio": 1}]', "capacity must be an integer, got 1.5"),
     ('[{"type": "replay", "capacity": 10, "sample_ratio": 0.7}, {"type": "queue", "capacity": 1, '
-     '"sample_ratio": 0.2}]', "must sum to 1, they sum to 0.9"),
-    ('[{"type": "replay", "capacity": 10, "sample_ratio": 1.5}]', "sample_ratio must be a number in"),
-    ('[{"type": "replay", "capacity": 10, "sample_ratio": 1, "alpha": 3}]', "'alpha' is neither"),
+     '"sample_ratio": 0.2}]', r"must sum to 1, got 0.7 \+ 0.2 = 0.9"),
+    ('[{"type": "replay", "capacity": 10, "sample_ratio": 1.5}]', "sample_ratio must be <= 1"),
+    ('[{"type": "replay", "capacity": 10, "sample_ratio": 1, "alpha": 3}]',
+     r"\(replay\): unknown key 'alpha': valid: type, capacity, sample_ratio, or a setting"),
 ])
 def test_bad_replay_parameters_give_one_clear_error(text, message):
-    with pytest.raises(ConfigError, match=message):
-        parse_replay_parameters(text, dqn_cartpole())
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_replay_parameters(text, "transitions", dqn_cartpole())
+    assert "\n" not in str(info.value)
 
 
 def test_bad_replay_parameters_through_train_exit_2(tmp_path, capsys):
@@ -68,7 +74,9 @@ def test_bad_replay_parameters_through_train_exit_2(tmp_path, capsys):
 
 
 def test_platform_alias_and_shares():
-    assert parse_replay_parameters('[{"type": "standard", "capacity": 5, "sample_ratio": 1}]')[0]["type"] == "replay"
+    spec, = parse_replay_parameters('[{"type": "standard", "capacity": 5, "sample_ratio": 1, "per_alpha": 0.7}]',
+                                    "transitions", dqn_cartpole())
+    assert (spec.type, spec.capacity, spec.sample_ratio, spec.settings) == ("replay", 5, 1.0, {"per_alpha": 0.7})
     assert shares(64, [0.5, 0.5]) == [32, 32]
     assert shares(10, [1 / 3, 1 / 3, 1 / 3]) == [4, 3, 3] and sum(shares(7, [0.25, 0.25, 0.5])) == 7
     assert shares(5, [0.0, 1.0]) == [0, 5]

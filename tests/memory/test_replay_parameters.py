@@ -113,3 +113,26 @@ def test_fill_in_amount():
     assert fill_in_amount(ReplaySpec("queue", 500, 1.0), 10) == 500  # not max(0.2 * 500, 10 * 10) = 100
     odd = ReplaySpec("standard", 1003, 1.0)
     assert fill_in_amount(odd, 1, training_fill_in_factor=0.2) == 201  # 200.6, rounded up
+
+
+def test_one_parser_reads_each_kinds_spelling_with_its_own_table():
+    """Bug caught: the two kinds' tables or aliases crossed (a transition buffer typed `standard` refused, or turned
+    into a sequence buffer; a sequence buffer typed `replay` refused; `custom` accepted for transitions), or a
+    transition buffer's own settings dropped."""
+    from rl.memory.replay_parameters import TransitionReplaySpec, buffer_types
+
+    text = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 9, ' \
+           '"sample_ratio": 0.5, "per_alpha": 0.7}]'
+    fresh, replayed = parse_replay_parameters(text, "transitions")
+    assert fresh == TransitionReplaySpec("queue", 1, 0.5) and fresh.settings == {}
+    assert replayed == TransitionReplaySpec("replay", 9, 0.5, {"per_alpha": 0.7})
+    assert parse_replay_parameters(UNIFORM.replace("standard", "replay")) == parse_replay_parameters(UNIFORM)
+    assert set(buffer_types("sequences")) == {"queue", "standard", "custom"}
+    assert {"replay", "prioritized", "attentive", "queue"} <= set(buffer_types("transitions"))
+    assert not {"mixed", "rollout", "custom", "standard"} & set(buffer_types("transitions"))
+    with pytest.raises(ConfigError, match=r"\[0\]: unknown type 'custom': valid: attentive, prioritized, queue, "
+                                          r"replay \(transition buffers; standard means replay\)$"):
+        parse_replay_parameters([c(ratio=1.0)], "transitions")
+    with pytest.raises(ConfigError, match=r"\[0\] \(queue\): unknown key 'per_alpha': valid: type, capacity, "
+                                          r"sample_ratio$"):
+        parse_replay_parameters([q(ratio=1.0, per_alpha=0.7)])  # a sequence buffer has no settings of its own

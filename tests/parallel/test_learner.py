@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from rl.agents.base import Agent
+from rl.agents.scheme import RowSource
+from rl.errors import ConfigError
 from rl.parallel.spec import Shipment
 from rl.registry import agents
 from rl.registry import hparams as sets
@@ -134,7 +136,7 @@ def test_a_worker_agent_acts_with_the_published_state(name):
 
 
 # ---------------------------------------------------------------------------------------------------- the agent's seam
-class EpisodeListAgent(Agent):
+class EpisodeListAgent(RowSource, Agent):
     """A replay agent whose memory is no replay memory at all: each env row's rewards as a list of episodes. The
     learner must feed it through the agent interface alone (take_rows, close_rows, env steps counted by observe)."""
 
@@ -244,27 +246,41 @@ def test_an_on_policy_agent_with_a_memory_of_its_own_shape_takes_rollouts_throug
 
 
 def test_the_scheme_roles_are_declared_by_the_agents_that_take_them():
-    """Bug caught: the on-policy agents not inheriting RolloutSource (their EXPERIENCE would be Agent's 'rows', and
-    the learner would send them replay rows), or the rollout and gradient methods put back on Agent, where every
-    replay agent would carry methods it can only refuse."""
-    from rl.agents.scheme import GradientSource, RolloutSource
+    """Bug caught: the on-policy agents not inheriting RolloutSource (the learner would send them replay rows), the
+    replay agents not inheriting RowSource, or the rows, rollout and gradient methods put back on Agent, where every
+    agent would carry methods it can only refuse."""
+    from rl.agents.scheme import GradientSource, RolloutSource, RowSource
 
     for name in ("vpg", "a2c", "ppo", "impala"):
-        assert issubclass(agents[name], RolloutSource) and agents[name].EXPERIENCE == "rollouts"
-        assert issubclass(agents[name], GradientSource)
-    dqn = agents["dqn"]
-    assert dqn.EXPERIENCE == "rows" and not issubclass(dqn, (RolloutSource, GradientSource))
-    assert not any(hasattr(Agent, m) for m in ("take_rollout", "rollout_ready", "ship_rollout", "rollout_layout",
-                                               "compute_gradients", "gradient_size", "apply_gradients"))
+        assert issubclass(agents[name], RolloutSource) and issubclass(agents[name], GradientSource)
+        assert not issubclass(agents[name], RowSource)
+    for name in ("dqn", "ddpg", "td3", "sac"):
+        assert issubclass(agents[name], RowSource) and not issubclass(agents[name], (RolloutSource, GradientSource))
+    assert not any(hasattr(Agent, m) for m in ("take_rows", "close_rows", "take_rollout", "rollout_ready",
+                                               "ship_rollout", "rollout_layout", "minibatch_gradients",
+                                               "gradient_size", "apply_gradients", "EXPERIENCE"))
 
 
 def test_the_workers_role_follows_what_the_agent_declares_it_takes(registered):
-    """Bug caught: the learner choosing rows or rollouts by the agent's base class (OnPolicyAgent) instead of its
-    declared EXPERIENCE, so an on-policy agent built on Agent itself would be sent replay rows."""
+    """Bug caught: the learner choosing rows or rollouts by the agent's base class (OnPolicyAgent) instead of the
+    mixin it declares, so an on-policy agent built on Agent itself would be sent replay rows; or an agent that
+    declares neither sent either."""
+    from rl.agents.scheme import RolloutSource
     from rl.parallel.learner import worker_specs
 
-    class DeclaredRollouts(EpisodeListAgent):
-        EXPERIENCE = "rollouts"
+    class DeclaredRollouts(RolloutSource, Agent):  # never built: the roles are worked out from the class
+        pass
+
+    class Neither(Agent):
+        pass
+
+    agents.register("neither_test")(Neither)
+    try:
+        with pytest.raises(ConfigError, match="agent 'neither_test' learns from no collection worker .*: set "
+                                              "num_workers=0, or an agent that does: a2c, .*dqn"):
+            worker_specs(sets["apex_dqn_cartpole"]().parse("agent=neither_test"), 0, "shm")
+    finally:
+        agents.unregister("neither_test")
 
     agents.register("declared_rollouts_test")(DeclaredRollouts)
     try:
@@ -274,3 +290,54 @@ def test_the_workers_role_follows_what_the_agent_declares_it_takes(registered):
         agents.unregister("declared_rollouts_test")
     assert roles == {"episode_list_test": {"rows"}, "whole_rollouts_test": {"rollouts"},
                      "declared_rollouts_test": {"rollouts"}}
+
+
+def test_the_learner_takes_its_and_its_workers_settings_from_the_agents_class(registered):
+    """Bug caught: the learner working a family's settings out itself (naming the families) instead of asking the
+    agent's class: this class's own answers must be the ones used, beside the replay, on-policy and sequence-replay
+    families' own (a small worker memory, a batch of batch_rollouts columns, one rollout at a time)."""
+    from rl.parallel.learner import learner_hparams, worker_specs
+
+    class OwnSettings(EpisodeListAgent):
+        @classmethod
+        def learner_envs(cls, hp) -> int:
+            return 3
+
+        @classmethod
+        def worker_settings(cls, hp, rank: int, count: int):
+            w = super().worker_settings(hp, rank, count)
+            w.seed = 100 + rank
+            return w
+
+    agents.register("own_settings_test")(OwnSettings)
+    try:
+        hp = sets["apex_dqn_cartpole"]().parse("agent=own_settings_test,num_workers=2,buffer_size=50000")
+        specs = worker_specs(hp, 0, "shm")
+        assert learner_hparams(hp).num_envs == 3 and [s.hp.seed for s in specs] == [100, 101]
+    finally:
+        agents.unregister("own_settings_test")
+    assert all(s.hp.buffer_size == 1000 and s.hp.device == "cpu" for s in specs)  # RowSource's, then the class's
+    assert {s.hp.exploration_final_eps for s in specs} == {hp.exploration_final_eps}  # Ape-X's epsilons are DQN's
+    apex = sets["apex_dqn_cartpole"]().parse("num_workers=2")
+    assert len({s.hp.exploration_final_eps for s in worker_specs(apex, 0, "shm")}) == 2
+    ppo = sets["ppo_cartpole"]().parse("num_workers=2,num_envs=4,batch_rollouts=0")
+    assert learner_hparams(ppo).num_envs == 8 and learner_hparams(ppo.parse("batch_rollouts=4")).num_envs == 4
+    impala = sets["impala_cartpole"]().parse("agent=impala,col_communication=sync")  # sync: any batch_rollouts
+    assert learner_hparams(impala).num_envs == (impala.worker_envs or impala.num_envs)
+    with pytest.raises(ConfigError, match=r"batch_rollouts \(6\) must be a multiple of the envs per worker \(4\)"):
+        learner_hparams(ppo.parse("batch_rollouts=6"))
+
+
+def test_the_learner_refuses_an_agent_that_lacks_its_workers_mixin():
+    """Bug caught: the learner dispatching rows to any agent (replay-row methods back on Agent, or no `isinstance`
+    check): an on-policy agent handed replay rows would fail deep in a worker's first shipment, not in one line."""
+    from rl.envs.episode_stats import EpisodeStats
+    from rl.parallel.learner import Learner, learner_hparams
+    from rl.parallel.roles import make_worker
+    from tests.parallel.scripted import ScriptedTransport
+
+    hp = sets["apex_dqn_cartpole"]()
+    ppo = agents["ppo"](learner_hparams(sets["ppo_cartpole"]()), OBS, ACTIONS, 1, seed=0)
+    with pytest.raises(ConfigError, match=r"agent 'dqn' \(OnPolicyAgent\) is no RowSource .*role is 'rows'"):
+        Learner(hp, (OBS, ACTIONS), ppo, EpisodeStats(1), seed=0, make_worker=make_worker,
+                transport=ScriptedTransport())

@@ -21,6 +21,7 @@ import pytest
 import hparams  # noqa: F401 - registers the sets
 from rl.errors import ConfigError
 from rl.parallel.transports.ray_cluster import parse_resources
+from rl.resolve import read_record
 from tests.parallel.scripted import (
     ACTIONS,
     OBS,
@@ -464,7 +465,7 @@ def test_ctrl_c_on_ray_saves_exits_130_and_leaves_no_actor(ray_cluster, tmp_path
     assert list((out / "checkpoints").glob("ckpt_*.pt"))
     assert not alive_worker_actors(ray_cluster.address)
     # the same command resumes on the cluster (a shorter budget, so that it ends)
-    saved = json.loads((out / "hparams.json").read_text())
+    saved = read_record(out / "hparams.json")
     assert not saved["hparams"]["ray_address"] or saved["hparams"]["ray_address"] == ray_cluster.address
     import torch
 

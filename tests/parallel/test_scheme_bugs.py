@@ -56,7 +56,8 @@ def test_truncated_episode_ends_of_a_workers_rollout_bootstrap_from_the_final_ob
     assert len(t) >= 4  # 32 steps of 5-step episodes
     ongoing = t < buffer.num_steps - 1  # the final observation is not the next step's (reset) observation
     assert not torch.equal(buffer.next_obs[t[ongoing], n[ongoing]], buffer.obs[t[ongoing] + 1, n[ongoing]])
-    batch = next(agent.learning_batches())  # the whole rollout, time-major
+    agent.fill_targets()
+    batch = next(agent.memory.minibatches(len(agent.memory), agent.shuffle, seq_len=0))  # the rollout, time-major
     with torch.no_grad():
         _, final_values, _ = agent.model(buffer.next_obs[t, n])
     expected = buffer.rewards[t, n] + agent.hp.gamma * final_values.flatten()
