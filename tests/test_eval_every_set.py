@@ -2,7 +2,7 @@
 `--training False` restores its checkpoint, records a video and writes eval.json. The training run's final evaluation
 plays 2 episodes at once, so every set's evaluation runs on a vector env of 2 (recurrent states of 2 included);
 evaluation mode without video on a restored checkpoint is tested on PPO in tests/test_train_e2e.py
-(test_checkpoint_flag_picks_what_is_evaluated) and on IMPALA with workers in tests/test_seed_b_runs.py.
+(test_checkpoint_flag_picks_what_is_evaluated) and on IMPALA with workers in tests/test_elite_replay_runs.py.
 
 The budgets are the smallest that make at least one update happen and write a checkpoint: the overrides below shrink
 each family's warm-up, rollout, buffer and intervals (settings a set does not have are left alone), and
@@ -10,8 +10,8 @@ each family's warm-up, rollout, buffer and intervals (settings a set does not ha
 HalfCheetah never terminates; an IMPALA CNN's greedy step on 2 Atari envs takes about 45 ms on one core: at 100 steps,
 ppo_atari_impala's case took 200 s beside a training run, at 25 97 s), so a new set is covered by registering it. Sets
 with collection workers train with 1 (evaluation does not use them, and each worker is a process of 2 s start-up;
-tests/test_seed_b_experiment_runs.py trains elite_buffer_vtrace's 7-worker sets with 2, tests/parallel the rest). A case
-takes two train.py processes of about 2 s start-up each.
+tests/test_elite_replay_experiment_runs.py trains elite_buffer_vtrace's 7-worker sets with 2, tests/parallel the rest).
+A case takes two train.py processes of about 2 s start-up each.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def tiny_budget(name: str) -> tuple[int, str]:
     over: dict = {"eval_interval": 0, "max_episode_steps": 25}  # evaluated once, at the end; short episodes
     if "num_steps" in has:  # on-policy: one short rollout, one epoch
         over.update(num_steps=16, epochs=1)
-        if hp.recurrent_seq_len:
+        if has.get("recurrent_seq_len"):  # PQN has a rollout and no recurrence
             over["recurrent_seq_len"] = 8
         steps = 16 * hp.num_envs
     else:  # off-policy: a short warm-up, then a few training phases of a few gradient steps

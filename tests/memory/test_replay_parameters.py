@@ -21,11 +21,11 @@ ELITE = ('[{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_funct
          '{"type": "queue", "capacity": 1, "sample_ratio": 0.5}]')
 
 
-def test_seed_b_uniform_command_parses_in_order():
+def test_elite_buffer_vtrace_uniform_command_parses_in_order():
     assert parse_replay_parameters(UNIFORM) == (ReplaySpec("queue", 1, 0.5), ReplaySpec("standard", 1000, 0.5))
 
 
-def test_seed_b_elite_command_parses_with_the_published_defaults():
+def test_elite_buffer_vtrace_elite_command_parses_with_the_published_defaults():
     custom, queue = parse_replay_parameters(ELITE)
     assert custom == CustomReplaySpec("custom", 1000, 0.5, dist_function="ln_norm", p=2,
                                       sample_strategy="elite_sampling", insert_strategy=None,

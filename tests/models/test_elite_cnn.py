@@ -50,7 +50,7 @@ def test_raw_pixels_and_glorot_init_kept():
     assert torch.equal(conv1, torso().convs[0].weight)
 
 
-def test_experiment_sets_start_the_heads_as_seed_b():
+def test_experiment_sets_start_the_heads_as_elite_buffer_vtrace():
     """fc2 (policy): each action's weights a random direction of norm 0.001; fc3 (value): norm 1; zero biases."""
     torch.manual_seed(0)
     model = models["actor_critic"].build(sets["elite_impala_seaquest"](), OBS, gym.spaces.Discrete(18))

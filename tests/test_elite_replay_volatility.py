@@ -1,4 +1,4 @@
-"""The volatility test of elite_buffer_vtrace's experiment driver (benchmarks/seed_b_experiment.py): elite against
+"""The volatility test of elite_buffer_vtrace's experiment driver (benchmarks/elite_replay_experiment.py): elite against
 uniform seed by seed, over the windows both runs trained through, so a run stopped short of its twin is compared where
 they overlap, not dropped and not compared against windows it never reached."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import seed_b_experiment as driver  # noqa: E402
+import elite_replay_experiment as driver  # noqa: E402
 
 
 def run(steps: int, kl: list[float], slope_per_window: list[float], evaluated_to: int) -> dict[str, np.ndarray]:

@@ -15,7 +15,8 @@ this project's 2-core VM with `--num_workers 2`, `uniform_impala_seaquest` ran 2
 steps/s; 2026-11-26). To free the cores for a while, stop the driver with SIGTERM and start it again later (a
 SIGSTOPped run's wall clock would count the pause; a resumed one's continues from its checkpoint).
 On a 2-core AMD EPYC without bf16 units (fp32 learner), it ran at about 250 agent steps/s in training: 2.2 hours a run.
-`--keep results/seed_b` copies each finished run's record (what rl.report reads) into results/seed_b/GAME, to commit.
+`--keep results/elite_replay` copies each finished run's record (what rl.report reads) into
+results/elite_replay/GAME, to commit.
 A finished run's checkpoint keeps its replay (about 5 GB); `--prune_finished` deletes finished runs' training
 checkpoints (best.pt and the logs stay), which Breakout's runs need on a disk that holds Seaquest's nine.
 `--num_workers` and `--override` pass on to every run alike (e.g. fewer workers than the sets' 7 on a small machine:
@@ -23,8 +24,8 @@ say so beside the results).
 
 Report (also `--report_only`): per arm, the 100-game mean score against agent steps and against wall time (one colour
 per arm, the mean over seeds with a band from the lowest to the highest seed), the per-update policy KL on the probe
-set, the behaviour-vs-target KL on the replayed steps, and lambda, to OUTPUT_DIR/GAME/seed_b_experiment.png; and the
-volatility test as the claim states it, defined here before any run: each run's training is cut into windows of
+set, the behaviour-vs-target KL on the replayed steps, and lambda, to OUTPUT_DIR/GAME/elite_replay_experiment.png; and
+the volatility test as the claim states it, defined here before any run: each run's training is cut into windows of
 `--window` agent steps; a window is high-volatility when its mean volatility/policy_kl is at or above the median of
 all windows of all runs of the game (one threshold for every arm); the score slope of a window is the change of the
 100-game mean score across it, per million agent steps. Added after Seaquest's seed 1 showed the training score
@@ -35,10 +36,10 @@ difference with each window classed once for both twin runs, by their mean polic
 IQM with intervals at fixed budgets and the probability that elite beats uniform come from `python -m rl.report` over
 the same folder (printed at the end).
 
-    nice -n 10 .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --steps 2000000
-    .venv/bin/python benchmarks/seed_b_experiment.py --game seaquest --seeds 1 2 3 --report_only
-    .venv/bin/python -m rl.report runs/seed_b_experiment/seaquest --output runs/seed_b_experiment/seaquest/report \
-        --at 500000 1000000 2000000
+    nice -n 10 .venv/bin/python benchmarks/elite_replay_experiment.py --game seaquest --seeds 1 2 3 --steps 2000000
+    .venv/bin/python benchmarks/elite_replay_experiment.py --game seaquest --seeds 1 2 3 --report_only
+    .venv/bin/python -m rl.report runs/elite_replay_experiment/seaquest \
+        --output runs/elite_replay_experiment/seaquest/report --at 500000 1000000 2000000
 """
 
 from __future__ import annotations
@@ -322,8 +323,8 @@ def report(args, out: Path, arms: dict[str, str]) -> None:
                          "final eval": final_cell(final)})
     print_table(rows, ["run", "agent steps", "wall min", "score", "policy KL", "lambda", "final eval"])
     volatility_table(runs, args.window)
-    plot(runs, out / "seed_b_experiment.png", args.game)
-    print(f"\nplot: {out / 'seed_b_experiment.png'}")
+    plot(runs, out / "elite_replay_experiment.png", args.game)
+    print(f"\nplot: {out / 'elite_replay_experiment.png'}")
     print(f"IQM and probability of improvement: .venv/bin/python -m rl.report {out} --output {out / 'report'} "
           f"--at 500000 1000000 {args.steps}")
 
@@ -346,12 +347,12 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=1, help="runs at once")
     p.add_argument("--num_workers", type=int, help="collection workers of every run (default: the sets' 7)")
     p.add_argument("--override", default="", help="--hparam_override for every run alike")
-    p.add_argument("--output_dir", default=str(ROOT / "runs" / "seed_b_experiment"))
+    p.add_argument("--output_dir", default=str(ROOT / "runs" / "elite_replay_experiment"))
     p.add_argument("--window", type=float, default=100_000, help="agent steps per volatility window")
     p.add_argument("--nice", type=int, default=10, help="niceness of the training runs")
     p.add_argument("--report_only", action="store_true", help="report the runs there, train nothing")
     p.add_argument("--keep", metavar="DIR", help="copy each finished run's record (hparams.json, progress.csv, "
-                   "eval.json) into DIR/GAME, e.g. results/seed_b: the evidence outlives the run folders")
+                   "eval.json) into DIR/GAME, e.g. results/elite_replay: the evidence outlives the run folders")
     p.add_argument("--prune_finished", action="store_true",
                    help="delete finished runs' training checkpoints (about 5 GB each: the replay); best.pt and the "
                         "logs stay, and such a run cannot be trained further")

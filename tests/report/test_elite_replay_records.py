@@ -1,6 +1,6 @@
 """The verdict on elite_buffer_vtrace's Seaquest experiment (README, docs/results.md) is what the tools read from the
-committed records in results/seed_b/seaquest (three arms, three seeds each): rl.report's IQM, probability of improvement
-and its permutation p, and the driver's two readings of the volatility test."""
+committed records in results/elite_replay/seaquest (three arms, three seeds each): rl.report's IQM, probability of
+improvement and its permutation p, and the driver's two readings of the volatility test."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from rl.report.build import compute
 from rl.report.runs import read_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = ROOT / "results" / "seed_b" / "seaquest"
+RECORDS = ROOT / "results" / "elite_replay" / "seaquest"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import seed_b_experiment as driver  # noqa: E402
+import elite_replay_experiment as driver  # noqa: E402
 
 ELITE, UNIFORM, COUNTER = "elite_impala_seaquest", "uniform_impala_seaquest", "counter_impala_seaquest"
 

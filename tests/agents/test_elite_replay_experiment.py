@@ -65,7 +65,7 @@ def test_a_games_sets_differ_only_in_the_sampling(game):
     assert all(b[1].capacity == 10_000 and b[0].type == "queue" for b in buffers)
 
 
-def seed_b_lambda(draws: int, lam: float = 6.0, steps: int = 70_000, alfa: float = 2.0) -> float:
+def elite_buffer_vtrace_lambda(draws: int, lam: float = 6.0, steps: int = 70_000, alfa: float = 2.0) -> float:
     """elite_buffer_vtrace's EliteSampleStrategy.sample: lambda -= (lambda0 - 1) / (steps * alfa) at every draw,
     floored at 1."""
     delta = (lam - 1) / (steps * alfa)
@@ -75,7 +75,7 @@ def seed_b_lambda(draws: int, lam: float = 6.0, steps: int = 70_000, alfa: float
 
 
 @pytest.mark.parametrize("name, fresh_per_batch", [("counter_impala_seaquest", 8), ("elite_impala_breakout", 5)])
-def test_lambda_after_n_draws_is_seed_bs_and_stays_near_6_over_2m_agent_steps(name, fresh_per_batch):
+def test_lambda_after_n_draws_is_elite_buffer_vtraces_and_stays_near_6_over_2m_agent_steps(name, fresh_per_batch):
     hp = sets[name]()
     specs = parse_replay_parameters(hp.replay_parameters)
     buf = build_buffers(specs, gym.spaces.Box(-1, 1, (2,), np.float32), 2, hp.batch_rollouts, feature_dim=0,
@@ -91,7 +91,7 @@ def test_lambda_after_n_draws_is_seed_bs_and_stays_near_6_over_2m_agent_steps(na
         else:
             buf.sampler.pool(buf.size)
         if n in (1, 1000, draws):
-            assert buf.sampler.lam == pytest.approx(seed_b_lambda(n), abs=1e-9)
+            assert buf.sampler.lam == pytest.approx(elite_buffer_vtrace_lambda(n), abs=1e-9)
     assert buf.sampler.lam > 5.5  # the issue's point: lambda does not anneal out inside the measured window
     assert buf.sampler.lam == pytest.approx(6 - 5 * draws / 140_000)
 
