@@ -1,8 +1,8 @@
 """elite_buffer_vtrace's published experiment through train.py: its sets on Seaquest (elite, counter and uniform
 replay), with 2 workers and the fill-in lowered to 100 sequences (5,000 agent steps), learn a few batches and log the
 volatility measures as progress.csv columns (about 12 s a set). Their Breakout twins differ only in the game and the
-replay's 0.5/0.5 split: that split trains on Breakout in tests/test_elite_replay_runs.py (queue + standard through --env,
-and elite + queue with 2 workers on Pong), and each twin trains and evaluates in tests/test_eval_every_set.py."""
+replay's 0.5/0.5 split: that split trains on Breakout in tests/test_elite_replay_runs.py (queue + standard through
+--env, and elite + queue with 2 workers on Pong), and each twin trains and evaluates in tests/test_eval_every_set.py."""
 
 from __future__ import annotations
 
