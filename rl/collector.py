@@ -23,14 +23,16 @@ import numpy as np
 
 from rl.envs import is_same_step
 from rl.envs.episode_stats import EpisodeStats
+from rl.envs.observations import as_obs
 from rl.errors import RunStopped, first_line
 
 
 def true_next_obs(next_obs: np.ndarray, dones: np.ndarray, info: dict) -> np.ndarray:
-    """Replace the reset observations of envs that just finished by their final observations (same-step mode)."""
+    """Replace the reset observations of envs that just finished by their final observations (same-step mode); a
+    Dict or Tuple space's are held as a DictObs (rl/envs/observations.py)."""
     if not dones.any():
         return next_obs
-    real = next_obs.copy()
+    real = as_obs(next_obs).copy()
     for i in np.flatnonzero(dones):
         real[i] = info["final_obs"][i]
     return real

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rl.envs.observations import DictObs, as_obs, leaves, obs_map
+
 
 class AgentView:
     """An agent as a policy for scripts: `act(obs, deterministic=True)` on one observation (returns one action) or
@@ -15,10 +17,15 @@ class AgentView:
         self._state, self._batch = None, None
 
     def act(self, obs, deterministic: bool = True):
-        obs = np.asarray(obs)
-        shape = tuple(getattr(self._agent.obs_space, "shape", None) or ())
-        single = obs.shape == shape
-        batch = obs[None] if single else obs
+        obs, space = as_obs(obs), self._agent.obs_space
+        if isinstance(obs, DictObs):  # a Dict or Tuple space's: one observation where its first entry is one
+            key = next(iter(obs.keys()))
+            obs = obs.map(np.asarray)
+            single = obs[key].shape == tuple(leaves(space)[key].shape)
+        else:
+            obs = np.asarray(obs)
+            single = obs.shape == tuple(getattr(space, "shape", None) or ())
+        batch = obs_map(lambda a: a[None], obs) if single else obs
         if deterministic:
             if self._batch != len(batch):
                 self._state, self._batch = self._agent.eval_state(len(batch)), len(batch)

@@ -157,10 +157,11 @@ models = Registry("models")
 agents = Registry("agents")
 act_select = Registry("act_select")
 # the loss kinds, one call each: their contracts (what goes in, what comes back) are rl/grad_comp/contracts.py's
-LOSS_KINDS = ("td", "policy_gradient", "vtrace", "actor_critic", "soft_actor_critic")
+LOSS_KINDS = ("td", "policy_gradient", "vtrace", "actor_critic", "soft_actor_critic", "q_lambda")
 # what a loss's registration may declare besides its kind: `targets`, a TD loss's hook computing its targets ahead;
 # `per_sample_error`, whether its diagnostics hold `td_error` (True/False; undeclared: unknown until it runs);
-# `distributional`, whether it reads a distributional network's `log_probs` and `support`
+# `distributional`, what of a distributional network it reads: True for C51's `log_probs` and `support`, or the name
+# of the network's method (QR-DQN's "quantiles")
 grad_comp = Registry("grad_comp", member_kinds=LOSS_KINDS,
                      declarations=("targets", "per_sample_error", "distributional"))
 

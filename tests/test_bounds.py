@@ -242,7 +242,8 @@ def test_every_set_has_the_lower_bounds_its_sizes_need():
     ZeroDivisionError)."""
     zero_means_something = {"max_episode_steps", "noop_max", "env_threads", "eval_interval", "checkpoint_interval",
                             "num_workers", "max_policy_lag", "worker_envs", "learning_starts", "update_every",
-                            "num_updates", "recurrent_seq_len", "probe_size", "feature_size", "batch_rollouts", "seed"}
+                            "num_updates", "recurrent_seq_len", "probe_size", "feature_size", "batch_rollouts", "seed",
+                            "top_quantiles_to_drop_per_net"}
     for name in sets:
         hp = sets[name]()
         for key, value in hp.to_dict().items():

@@ -128,8 +128,9 @@ def test_a_loss_of_each_family_registered_outside_rl_trains_through_rl_make(loss
 @pytest.mark.parametrize("set_name, loss, agent, takes", [
     ("ppo_cartpole", "td", "ppo", "a policy_gradient or vtrace loss: valid: a2c, contract_pg, contract_vtrace, pg, "
                                   "ppo_clip, vtrace"),
-    ("dqn_cartpole", "ppo_clip", "dqn", "a td loss: valid: c51, contract_td, distributional_td, double_c51, double_td, "
-                                        "silent_td, silent_td_declared, td, uncallable_td"),
+    ("dqn_cartpole", "ppo_clip", "dqn", "a td loss: valid: c51, contract_td, distributional_td, double_c51, "
+                                        "double_qrdqn, double_td, qrdqn, silent_td, silent_td_declared, td, "
+                                        "uncallable_td"),
     ("td3_pendulum", "sac", "td3", "an actor_critic loss: valid: contract_ac, ddpg, td3"),
 ])
 def test_a_loss_of_another_kind_is_refused_at_start_in_one_line(set_name, loss, agent, takes, capsys, tmp_path):

@@ -1,5 +1,11 @@
 """Epsilon-greedy exploration with a linear schedule (Mnih et al. 2015), Ape-X's fixed epsilon per collection worker
-(Horgan et al. 2018), and the greedy policy."""
+(Horgan et al. 2018), and the greedy policy.
+
+Each takes the legal actions `mask` [n, A] (bool) of an env with an action mask (None: every action is legal): the
+greedy action is the best legal one and a random action is uniform over the legal ones, so no illegal action is
+ever picked. The Q networks already give illegal actions the lowest value (rl/models/multi_input.py); the mask here
+makes exploration, which needs no network, legal too.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +25,25 @@ def _values(q_values: QValues) -> torch.Tensor | np.ndarray:
     return q_values() if callable(q_values) else q_values
 
 
-def _argmax(q_values: torch.Tensor | np.ndarray) -> np.ndarray:
-    """The first maximal action of each row, as numpy (torch's and numpy's argmax agree on ties)."""
+def _argmax(q_values: torch.Tensor | np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """The first maximal (legal, where `mask` is given) action of each row, as numpy (torch's and numpy's argmax
+    agree on ties)."""
     if isinstance(q_values, torch.Tensor):
-        return q_values.argmax(dim=-1).cpu().numpy()
+        if mask is None:
+            return q_values.argmax(dim=-1).cpu().numpy()
+        q_values = q_values.detach().float().cpu().numpy()
+    if mask is not None:
+        q_values = np.where(mask, q_values, -np.inf)
     return q_values.argmax(-1)
+
+
+def uniform_actions(rng: np.random.Generator, num_actions: int, n: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """`n` actions drawn uniformly, from the legal ones of each row where `mask` [n, A] is given (a row with no legal
+    action draws from all)."""
+    if mask is None:
+        return rng.integers(0, num_actions, n)
+    mask = mask | ~mask.any(-1, keepdims=True)
+    return np.where(mask, rng.random((n, num_actions)), -1.0).argmax(-1)  # argmax of uniforms: uniform over them
 
 
 @act_select.register("greedy")
@@ -37,8 +57,9 @@ class Greedy:
     def build(cls, hp, num_actions: int, seed: int = 0) -> Greedy:
         return cls(hp, num_actions, seed)
 
-    def __call__(self, q_values: QValues, step: int = 0, n: int | None = None) -> np.ndarray:
-        return _argmax(_values(q_values))
+    def __call__(self, q_values: QValues, step: int = 0, n: int | None = None,
+                 mask: np.ndarray | None = None) -> np.ndarray:
+        return _argmax(_values(q_values), mask)
 
     def state_dict(self) -> dict:
         return {}
@@ -68,18 +89,21 @@ class EpsilonGreedy:
         progress = min(1.0, step / self.decay_steps)
         return self.initial_eps + progress * (self.final_eps - self.initial_eps)
 
-    def __call__(self, q_values: QValues, step: int, n: int | None = None) -> np.ndarray:
-        """Actions for `n` envs (default: the rows of `q_values`). A callable `q_values` is skipped when every env
-        explores, which saves the network's forward pass for most of the early, high-epsilon steps."""
+    def __call__(self, q_values: QValues, step: int, n: int | None = None,
+                 mask: np.ndarray | None = None) -> np.ndarray:
+        """Actions for `n` envs (default: the rows of `q_values`), legal ones where `mask` is given. A callable
+        `q_values` is skipped when every env explores, which saves the network's forward pass for most of the early,
+        high-epsilon steps."""
         if n is None:
             q_values = _values(q_values)
             n = len(q_values)
         explore = self.rng.random(n) < self.epsilon(step)
         k = int(explore.sum())
-        random_actions = self.rng.integers(0, self.num_actions, k) if k else None
+        random_actions = (uniform_actions(self.rng, self.num_actions, k, None if mask is None else mask[explore])
+                          if k else None)
         if k == n:
             return random_actions
-        actions = _argmax(_values(q_values))
+        actions = _argmax(_values(q_values), mask)
         if k:
             actions[explore] = random_actions
         return actions

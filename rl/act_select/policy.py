@@ -1,7 +1,9 @@
 """Stochastic policies for the on-policy family: sample an action from the policy head's parameters, and give the
 log-probabilities and entropies the losses need (Williams 1992; Schulman et al. 2017).
 
-- `categorical`: logits -> a sampled action index. `deterministic_categorical`: the most likely action.
+- `categorical`: logits -> a sampled action index. `deterministic_categorical`: the most likely action. Masked
+  logits (an env's action mask, rl/models/multi_input.py) give illegal actions probability 0: they are never drawn,
+  and log-probabilities and entropies are over the legal actions.
 - `gaussian`: (mean, log_std) -> a sample u ~ N(mean, std); the env receives u clipped to the action bounds
   (`action_bounds=clip`, SB3's default), tanh(u) rescaled to the bounds (`tanh`), or u itself (`none`).
   `deterministic_gaussian`: the mean, bounded the same way.
@@ -75,10 +77,13 @@ class Categorical(_Sampler):
         return cls(seed, hp.device)
 
     def __call__(self, logits: torch.Tensor) -> PolicyAction:
-        """Inverse-CDF sampling: one uniform per row, located in the cumulative probabilities."""
+        """Inverse-CDF sampling: one uniform per row, scaled to the row's total probability (1 up to rounding) and
+        located in the cumulative probabilities: the first action whose cumulative sum passes it, so an action of
+        probability 0 (a masked logit, rl/models/multi_input.py) is never drawn, at u = 0 or near the top."""
         log_p = torch.log_softmax(logits, -1)
         u = torch.rand((*logits.shape[:-1], 1), generator=self.generator, device=logits.device)
-        actions = torch.searchsorted(log_p.exp().cumsum(-1), u).clamp_(max=logits.shape[-1] - 1)
+        cdf = log_p.exp().cumsum(-1)
+        actions = torch.searchsorted(cdf, u * cdf[..., -1:], right=True).clamp_(max=logits.shape[-1] - 1)
         log_probs = log_p.gather(-1, actions).squeeze(-1)
         actions = actions.squeeze(-1)
         return PolicyAction(actions.cpu().numpy(), actions, log_probs)

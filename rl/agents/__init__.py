@@ -5,6 +5,7 @@ from rl.agents import (
     dqn,  # noqa: F401  (registers members)
     impala,  # noqa: F401
     on_policy,  # noqa: F401
+    pqn,  # noqa: F401
 )
 from rl.agents.base import Agent  # noqa: F401
 from rl.registry import agents

@@ -31,7 +31,9 @@ from rl.envs import (
     atari,  # noqa: F401  (registers the atari family)
     bullet,  # noqa: F401  (registers the PyBullet ids with gymnasium)
     masked_cartpole,  # noqa: F401  (registers CartPoleNoVel-v1)
+    pick_items,  # noqa: F401  (registers PickItems-v0, PickItemsDict-v0)
 )
+from rl.envs.action_masks import InfoActionMask, gives_info_mask
 from rl.envs.cartpole_vector import SAME_STEP_NATIVE
 from rl.envs.family import EnvFamily, resolve_env  # noqa: F401  (resolve_env: the settings resolver's entry)
 from rl.envs.spaces import check_observation_space
@@ -154,8 +156,14 @@ class GymFamily(EnvFamily):
     @classmethod
     def make(cls, hp, num_envs: int, render_mode: str | None = None, vector_mode: str | None = None):
         limit = {"max_episode_steps": hp.max_episode_steps} if hp.max_episode_steps > 0 else {}
-        wrappers = [partial(TimeFeature, max_steps=hp.max_episode_steps)] if hp.time_feature else None
-        return make_gym_vec(hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, wrappers=wrappers, **limit)
+        wrappers = [partial(TimeFeature, max_steps=hp.max_episode_steps)] if hp.time_feature else []
+        make = partial(make_gym_vec, hp.env, num_envs, vector_mode or hp.vector_mode, render_mode, **limit)
+        masked = gives_info_mask(hp.env)  # info["action_mask"] goes into the observation (rl/envs/action_masks.py)
+        env = make(wrappers=[*wrappers, InfoActionMask] if masked else wrappers or None)
+        if masked is None and gives_info_mask(hp.env, env):  # found out just now: made again, with the mask
+            env.close()
+            env = make(wrappers=[*wrappers, InfoActionMask])
+        return env
 
 
 def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, vector_mode: str | None = None):
@@ -165,7 +173,7 @@ def make_env(hp, num_envs: int | None = None, render_mode: str | None = None, ve
     env = family.make(hp, hp.num_envs if num_envs is None else num_envs, render_mode=render_mode,
                       vector_mode=vector_mode)
     try:
-        check_observation_space(hp.env, env.single_observation_space)
+        check_observation_space(hp.env, env.single_observation_space, getattr(env, "single_action_space", None))
     except ConfigError:
         env.close()
         raise

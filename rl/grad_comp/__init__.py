@@ -5,6 +5,9 @@ from rl.grad_comp import (
     actor_critic_losses,  # noqa: F401
     c51,  # noqa: F401  (registers members)
     policy_gradient,  # noqa: F401
+    pqn,  # noqa: F401
+    quantile,  # noqa: F401
     td,  # noqa: F401  (registers members)
+    tqc,  # noqa: F401
     vtrace,  # noqa: F401
 )

@@ -17,6 +17,7 @@ import torch
 
 from rl.grad_comp.targets import td_target
 from rl.memory.replay import Transitions
+from rl.models.multi_input import legal_values
 from rl.registry import grad_comp
 
 
@@ -49,7 +50,8 @@ def _c51(q_net, target_net, batch: Transitions, double: bool):
         if double:
             best = q_net(batch.next_obs).argmax(dim=1)
         else:
-            best = (next_probs_all * target_net.support).sum(-1).argmax(dim=1)
+            next_q = legal_values(target_net, (next_probs_all * target_net.support).sum(-1), batch.next_obs)
+            best = next_q.argmax(dim=1)  # among the legal actions, where the observation has an action mask
         next_probs = next_probs_all[torch.arange(len(best)), best]
         target = project(next_probs, batch.rewards, batch.discounts, batch.terminated, target_net.support)
     cross_entropy = -(target * log_p_a).sum(-1)

@@ -1,7 +1,7 @@
 """The contracts of the grad_comp registry's losses: one per kind, saying what its callers pass in and what it must
 give back.
 
-The agents call their loss in five different ways, so a loss declares at registration which call it takes
+The agents call their loss in six different ways, so a loss declares at registration which call it takes
 (`@grad_comp.register("my_td", kind="td")`; the kinds are rl/registry.py's LOSS_KINDS) and an agent class names the
 kinds it calls (`LOSS_KINDS`). `check_loss` runs at start (rl/resolve.py's `check_assembly`) and refuses in one line a
 loss of a kind the agent does not call, a loss whose parameters cannot take its kind's call, and a loss declared
@@ -37,7 +37,8 @@ class TDLoss(Protocol):
 
     In: the online network `q_net` (with gradient) and the target network `target_net` (none), each mapping a batch of
     observations [B, ...] to Q-values [B, A] (a distributional network, `model=c51_network`, also has `log_probs(obs)`,
-    [B, A, atoms], and a `support` buffer [atoms]: declare `distributional=True` to have the agent refuse any other);
+    [B, A, atoms], and a `support` buffer [atoms]: declare `distributional=True` to have the agent refuse any other;
+    a quantile network, `model=quantile_network`, has `quantiles(obs)` [B, A, N]: declare `distributional="quantiles"`);
     `batch`, a `Transitions` of B sampled transitions: `obs`, `actions` [B] (ints), `rewards` [B] (the n-step return's
     discounted sum with `n_step` > 1), `next_obs`, `terminated` and `truncated` [B] (0/1 floats: bootstrap unless
     terminated), `discounts` [B] (gamma^k for the k-step return in `rewards`, k = n_step or fewer at an episode's end:
@@ -134,8 +135,23 @@ class SoftActorCriticLoss(Protocol):
                  tune_alpha: bool = True) -> tuple[torch.Tensor, Diagnostics]: ...
 
 
+class QLambdaLoss(Protocol):
+    """Kind `q_lambda`, called by the `pqn` agent (rl/agents/pqn.py) once per rollout minibatch: `pqn`.
+
+    In: `q_values` [B, A], the current network's Q-values of the minibatch's observations, with gradient (the agent
+    ran the network); `batch`, a `RolloutBatch` whose `actions` [B] are the taken actions, `returns` [B] their
+    Q(lambda) returns (rl/memory/q_lambda.py, filled before the epochs, no gradient) and `old_values` [B] max_a Q of
+    the observations when they were acted on; `diagnostics`, False where nobody reads them (return `{}`).
+
+    Out: the mean loss over the minibatch, and diagnostics where `diagnostics` is True."""
+
+    def __call__(self, q_values: torch.Tensor, batch: RolloutBatch, *,
+                 diagnostics: bool = True) -> tuple[torch.Tensor, Diagnostics]: ...
+
+
 CONTRACTS: dict[str, type] = {"td": TDLoss, "policy_gradient": PolicyGradientLoss, "vtrace": VTraceLoss,
-                              "actor_critic": ActorCriticLoss, "soft_actor_critic": SoftActorCriticLoss}
+                              "actor_critic": ActorCriticLoss, "soft_actor_critic": SoftActorCriticLoss,
+                              "q_lambda": QLambdaLoss}
 
 
 @dataclass(frozen=True)
@@ -156,6 +172,7 @@ CALLS: dict[str, tuple[Call, ...]] = {
                                               "clear_policy_coef", "clear_value_coef"))),
     "actor_critic": (Call(5, ("update_actor",)), Call(5, ("update_actor", "target_noise", "target_noise_clip"))),
     "soft_actor_critic": (Call(6, ("update_actor", "tune_alpha")),),
+    "q_lambda": (Call(2, ("diagnostics",)),),
 }
 
 

@@ -43,6 +43,9 @@ class AttentiveMemory(ReplayMemory):
 
     def __init__(self, *args, lam: float = 4.0, anneal_fraction: float = 1.0, features: str = "obs", **kwargs):
         super().__init__(*args, **kwargs)
+        if isinstance(self.obs_shape, dict):
+            raise ConfigError("memory=attentive compares observations as one array; the env's are structured (a Dict "
+                              "or Tuple space): use memory=replay or prioritized")
         if lam < 1:
             raise ConfigError(f"attentive_lambda must be >= 1, got {lam}")
         if features not in FEATURES:

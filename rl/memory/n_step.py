@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rl.envs.observations import as_obs, obs_map, plain
+
 
 def env_rows(rows, count: int) -> np.ndarray:
     """`rows` (the env row of each of a batch's `count` transitions) as distinct non-negative int64s, or a
@@ -68,11 +70,13 @@ class NStepWindow:
         """Windows for `num_envs` envs: the existing ones kept, empty ones added (the first batch gives the fields'
         shapes and dtypes)."""
         if not self.buf:
-            self.buf = {f: np.zeros((0, self.n, *np.shape(v)[1:]), np.asarray(v).dtype) for f, v in batch.items()}
+            self.buf = {f: obs_map(lambda a: np.zeros((0, self.n, *a.shape[1:]), a.dtype), v)
+                        for f, v in batch.items()}
         grow = num_envs - self.num_envs
         self.length = np.concatenate([self.length, np.zeros(grow, np.int64)])
         self.prev_done = np.concatenate([self.prev_done, np.zeros(grow, bool)])
-        self.buf = {f: np.concatenate([v, np.zeros((grow, *v.shape[1:]), v.dtype)]) for f, v in self.buf.items()}
+        self.buf = {f: obs_map(lambda a: np.concatenate([a, np.zeros((grow, *a.shape[1:]), a.dtype)]), v)
+                    for f, v in self.buf.items()}
         self.num_envs = num_envs
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated,
@@ -80,8 +84,9 @@ class NStepWindow:
         """Append one transition per env; return the completed n-step transitions (with `discounts`) or None.
         `rows` are the envs of the batch's rows (distinct ints); by default rows 0..len-1, or with fewer rows than
         envs the envs that did not just end an episode (next-step autoreset)."""
-        batch = dict(obs=np.asarray(obs), actions=np.asarray(actions), rewards=np.asarray(rewards, np.float32),
-                     next_obs=np.asarray(next_obs), terminated=np.asarray(terminated, bool),
+        batch = dict(obs=obs_map(np.asarray, as_obs(obs)), actions=np.asarray(actions),
+                     rewards=np.asarray(rewards, np.float32), next_obs=obs_map(np.asarray, as_obs(next_obs)),
+                     terminated=np.asarray(terminated, bool),
                      truncated=np.asarray(truncated, bool))
         count = len(batch["rewards"])
         if rows is not None:
@@ -178,12 +183,12 @@ class NStepWindow:
         if not self.buf:
             return {}
         return {"length": torch.from_numpy(self.length.copy()), "prev_done": torch.from_numpy(self.prev_done.copy()),
-                "buf": {f: torch.from_numpy(v.copy()) for f, v in self.buf.items()}}
+                "buf": {f: plain(obs_map(lambda a: torch.from_numpy(a.copy()), v)) for f, v in self.buf.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         if not state:
             self._clear()
             return
-        self.buf = {f: v.numpy().copy() for f, v in state["buf"].items()}
+        self.buf = {f: as_obs(obs_map(lambda t: t.numpy().copy(), v)) for f, v in state["buf"].items()}
         self.length, self.prev_done = state["length"].numpy().copy(), state["prev_done"].numpy().copy()
         self.num_envs = len(self.length)

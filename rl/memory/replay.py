@@ -14,6 +14,9 @@ of 56 KB. The few items whose frames the ring has reused are redrawn by every sa
 from new episodes (a collection worker restarted, or one of its shipments dropped): the rows' pending n-step items
 are stored, bootstrapping at the cut, and the frame store starts the rows' next stacks afresh.
 
+Structured observations (a Dict or Tuple space) are stored one array per entry (rl/envs/observations.py), an action
+mask among them: a sampled batch's next observations carry the masks its bootstrap obeys.
+
 Subclasses (prioritized, attentive, queue) change how indices are drawn (`sample`) or what happens when items are
 written (`_written`); storage, gathering and checkpointing live here.
 """
@@ -25,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from rl.envs.observations import as_obs, fields, obs_map, plain, zeros
 from rl.memory.frames import FrameStore, frame_capacity
 from rl.memory.n_step import NStepWindow, closing_rows, env_rows
 from rl.registry import memory
@@ -35,7 +39,7 @@ class Transitions(NamedTuple):
     `weights` are importance weights, None where sampling is uniform (losses then take a plain mean); `indices` locate
     the items for priority updates."""
 
-    obs: torch.Tensor
+    obs: torch.Tensor  # or a DictObs (rl/envs/observations.py)
     actions: torch.Tensor
     rewards: torch.Tensor
     next_obs: torch.Tensor
@@ -69,10 +73,11 @@ class ReplayMemory:
         if capacity < 1:
             raise ValueError(f"memory capacity must be >= 1, got {capacity}")
         self.capacity, self.gamma, self.device = int(capacity), float(gamma), torch.device(device)
-        self.obs_shape, self.obs_dtype = tuple(obs_shape), _storage_dtype(np.dtype(obs_dtype))
+        self.obs_shape = obs_map(tuple, obs_shape)  # per entry where observations are structured
+        self.obs_dtype = obs_map(lambda d: _storage_dtype(np.dtype(d)), obs_dtype)
         self.store = None
         if not frames:
-            self.obs = np.zeros((self.capacity, *self.obs_shape), self.obs_dtype)
+            self.obs = zeros((self.capacity,), self.obs_shape, self.obs_dtype, np.zeros)
         elif self.obs_dtype == np.uint8 and len(self.obs_shape) == 3:  # obs, next_obs: frame id stacks
             stack = self.obs_shape[0]
             self.store = FrameStore(frame_capacity(self.capacity, stack, num_envs, n_step), self.obs_shape[1:],
@@ -81,7 +86,7 @@ class ReplayMemory:
         else:
             raise ValueError(f"frame storage needs uint8 frame stacks (stack, H, W), got {self.obs_dtype} "
                              f"{self.obs_shape}")
-        self.next_obs = np.zeros_like(self.obs)
+        self.next_obs = obs_map(np.zeros_like, self.obs)
         self.actions = np.zeros((self.capacity, *action_shape), _storage_dtype(np.dtype(action_dtype)))
         self.rewards = np.zeros(self.capacity, np.float32)
         self.terminated = np.zeros(self.capacity, np.float32)
@@ -95,9 +100,9 @@ class ReplayMemory:
 
     @classmethod
     def build(cls, hp, obs_space, action_space, seed: int = 0, capacity: int | None = None) -> ReplayMemory:
-        frames = (hp.replay_frames and hp.env_type == "atari" and np.dtype(obs_space.dtype) == np.uint8
+        frames = (hp.replay_frames and hp.env_type == "atari" and obs_space.dtype == np.uint8
                   and len(obs_space.shape) == 3)
-        return cls(hp.buffer_size if capacity is None else capacity, obs_space.shape, obs_space.dtype,
+        return cls(hp.buffer_size if capacity is None else capacity, *fields(obs_space),
                    action_space.shape, action_space.dtype, gamma=hp.gamma, seed=seed, device=hp.device,
                    n_step=hp.n_step, total_steps=hp.train_steps, frames=frames, num_envs=hp.num_envs,
                    **cls.options(hp))
@@ -126,6 +131,7 @@ class ReplayMemory:
         they key the n-step windows and the frame store's stack continuity. None: rows 0..len-1 (the n-step window
         maps a short batch by next-step autoreset)."""
         self.added += len(rewards)
+        obs, next_obs = as_obs(obs), as_obs(next_obs)
         if rows is not None:
             rows = env_rows(rows, len(rewards))
         if self.store is not None:
@@ -211,7 +217,7 @@ class ReplayMemory:
     def gather(self, idx: np.ndarray, weights: np.ndarray | None = None) -> Transitions:
         """The transitions at `idx` as tensors on the memory's device."""
         def t(a):
-            return torch.from_numpy(a).to(self.device, non_blocking=True)
+            return obs_map(lambda x: torch.from_numpy(x).to(self.device, non_blocking=True), a)
         return Transitions(
             t(self._pixels(self.obs[idx])), t(self.actions[idx]), t(self.rewards[idx]),
             t(self._pixels(self.next_obs[idx])),
@@ -223,7 +229,8 @@ class ReplayMemory:
     # ------------------------------------------------------------------ checkpointing
     def state_dict(self) -> dict:
         """A copy of the transitions; the frame store's frames are a view (see FrameStore.state_dict)."""
-        data = {f: torch.from_numpy(getattr(self, f)[: self.size].copy()) for f in self.FIELDS}
+        data = {f: plain(obs_map(lambda a: torch.from_numpy(a[: self.size].copy()), getattr(self, f)))
+                for f in self.FIELDS}
         frames = {"frames": self.store.state_dict()} if self.store is not None else {}
         return {"data": data, "pos": self.pos, "size": self.size, "added": self.added,
                 "rng": self.rng.bit_generator.state,
@@ -238,7 +245,7 @@ class ReplayMemory:
             self.store.load_state_dict(state["frames"])
         self.pos, self.size, self.added = int(state["pos"]), int(state["size"]), int(state.get("added", 0))
         for f in self.FIELDS:
-            getattr(self, f)[: self.size] = state["data"][f].numpy()
+            getattr(self, f)[: self.size] = obs_map(lambda t: t.numpy(), state["data"][f])
         self.rng.bit_generator.state = state["rng"]
         if self.window is not None:
             self.window.load_state_dict(state.get("window", {}))

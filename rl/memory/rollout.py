@@ -7,7 +7,9 @@ observation where an episode ended). Every step bootstraps from V(real_next_obs_
 recursion is cut by (1 - (terminated_t | truncated_t)), so termination (no bootstrap), truncation (bootstrap from the
 final observation) and the rollout's last step (bootstrap from the next observation) are one rule, applied in one
 vectorised backward pass over time. Recurrent policies also store the hidden state used to act, the one it produced
-(to value real_next_obs), and episode-start flags; their minibatches are whole per-env sequences.
+(to value real_next_obs), and episode-start flags; their minibatches are whole per-env sequences. Structured
+observations (a Dict or Tuple space) are stored one array per entry (rl/envs/observations.py), an action mask
+among them: a minibatch's observations carry the masks they were acted under.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from rl.envs.observations import as_obs, fields, obs_map, plain, zeros
 from rl.registry import memory
 
 
@@ -25,7 +28,7 @@ class RolloutBatch(NamedTuple):
     """A minibatch. Feed-forward: flat [B, ...]. Recurrent: `obs`, `starts` are [T, n, ...] sequences and `hidden`
     the [n, ...] state before their first step; every other field is flat [T * n] in time-major order."""
 
-    obs: torch.Tensor
+    obs: torch.Tensor  # or a DictObs
     actions: torch.Tensor
     old_log_probs: torch.Tensor
     old_values: torch.Tensor
@@ -49,7 +52,8 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
 
 
 def _numpy(x) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    """An array (or each array of structured observations) as numpy."""
+    return obs_map(lambda a: a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a), as_obs(x))
 
 
 def _storage_dtype(dtype) -> torch.dtype:
@@ -74,8 +78,9 @@ class RolloutMemory:
         T, N = self.num_steps, self.num_envs
         # pinned (page-locked) on a CUDA run: minibatches of observations then copy to the GPU asynchronously
         pin = self.device.type == "cuda"
-        self.obs = torch.zeros((T, N, *obs_shape), dtype=_storage_dtype(obs_dtype), pin_memory=pin)
-        self.next_obs = torch.zeros_like(self.obs, pin_memory=pin)
+        self.obs = zeros((T, N), obs_shape, obs_dtype,
+                         lambda shape, dtype: torch.zeros(shape, dtype=_storage_dtype(dtype), pin_memory=pin))
+        self.next_obs = obs_map(lambda x: torch.zeros_like(x, pin_memory=pin), self.obs)
         self.actions = torch.zeros((T, N, *action_shape), dtype=_storage_dtype(action_dtype))
         for name in ("rewards", "terminated", "dones", "values", "log_probs", "advantages", "returns"):
             setattr(self, name, torch.zeros((T, N)))
@@ -99,7 +104,7 @@ class RolloutMemory:
 
     @classmethod
     def build(cls, hp, obs_space, action_space, num_envs: int, hidden_shape: tuple | None = None) -> RolloutMemory:
-        return cls(hp.num_steps, num_envs, obs_space.shape, obs_space.dtype, action_space.shape, action_space.dtype,
+        return cls(hp.num_steps, num_envs, *fields(obs_space), action_space.shape, action_space.dtype,
                    hidden_shape=hidden_shape, device=hp.device)
 
     def __len__(self) -> int:
@@ -181,7 +186,8 @@ class RolloutMemory:
         chunks = T // L  # each env's rollout is cut into `chunks` sequences of L steps
 
         def seq(x):  # [T, N, ...] -> [L, chunks * N, ...]: sequence j = (chunk j // N, env j % N)
-            return x[:T].reshape(chunks, L, N, *x.shape[2:]).transpose(0, 1).reshape(L, chunks * N, *x.shape[2:])
+            return obs_map(lambda a: a[:T].reshape(chunks, L, N, *a.shape[2:]).transpose(0, 1)
+                           .reshape(L, chunks * N, *a.shape[2:]), x)
 
         layout = [seq(x).to(dev, non_blocking=True) for x in (self.obs, self.actions, self.log_probs, self.values,
                                                               self.advantages, self.returns, self.starts)]
@@ -218,7 +224,7 @@ class RolloutMemory:
         return self.FIELDS + (self.RECURRENT_FIELDS if self.recurrent else ()) + self.behaviour
 
     def state_dict(self) -> dict:
-        return {"pos": self.pos, "data": {f: getattr(self, f)[: self.pos].clone() for f in self._fields()}}
+        return {"pos": self.pos, "data": {f: plain(getattr(self, f)[: self.pos].clone()) for f in self._fields()}}
 
     def load_state_dict(self, state: dict) -> None:
         self.pos = int(state["pos"])

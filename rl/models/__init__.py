@@ -8,7 +8,10 @@ from rl.models import (  # noqa: F401  (imported to register their members)
     cnn,
     continuous,  # noqa: F401
     distributional,
+    layer_norm,
     mlp,
+    multi_input,
     noisy,
     q_network,
+    quantile,
 )

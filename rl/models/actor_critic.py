@@ -30,6 +30,7 @@ from torch.nn import functional as F
 
 from rl.errors import ConfigError
 from rl.models.mlp import init_orthogonal
+from rl.models.multi_input import mask_key, mask_out
 from rl.registry import models
 
 
@@ -118,6 +119,7 @@ class ActorCritic(nn.Module):
             feat = recurrent_hidden_size
         self.pi_head = pi_head
         self.v_head = nn.Linear(feat, 1)
+        self.mask_key = None  # the observation entry of the action mask, which the logits obey (build sets it)
         if ortho_init:
             for torso in self.torsos:
                 init_orthogonal(torso, math.sqrt(2))
@@ -145,8 +147,10 @@ class ActorCritic(nn.Module):
             raise ConfigError(f"actor_critic needs a Discrete or a 1-d Box action space, the env has {action_space}")
         if hp.recurrent and hp.recurrent_hidden_size <= 0:
             raise ConfigError(f"recurrent=True needs recurrent_hidden_size > 0, got {hp.recurrent_hidden_size}")
-        return cls(torsos, head, hp.recurrent_hidden_size if hp.recurrent else 0, hp.ortho_init, hp.feature_head,
-                   hp.feature_scaling_layer, hp.feature_size, hp.pi_init_gain)
+        model = cls(torsos, head, hp.recurrent_hidden_size if hp.recurrent else 0, hp.ortho_init, hp.feature_head,
+                    hp.feature_scaling_layer, hp.feature_size, hp.pi_init_gain)
+        model.mask_key = mask_key(hp, obs_space)
+        return model
 
     @property
     def hidden_shape(self) -> tuple[int, int] | None:
@@ -156,13 +160,14 @@ class ActorCritic(nn.Module):
     def initial_state(self, batch: int, device=None) -> torch.Tensor | None:
         return torch.zeros(batch, *self.hidden_shape, device=device) if self.recurrent else None
 
-    def _heads(self, feats: list[torch.Tensor]):
+    def _heads(self, feats: list[torch.Tensor], mask: torch.Tensor | None = None):
         """The heads run in fp32 even under bf16 autocast (precision=bf16 speeds up the torso): PPO's probability
-        ratio and the value targets need more than bf16's 8 mantissa bits, and the heads cost nothing."""
+        ratio and the value targets need more than bf16's 8 mantissa bits, and the heads cost nothing. The logits of
+        the actions that `mask` forbids are the lowest float: probability 0 (rl/models/multi_input.py)."""
         with torch.autocast(feats[0].device.type, enabled=False):
             feats = [f.float() for f in feats]
             value = F.linear(feats[-1], self.v_head.weight, self.v_head.bias).squeeze(-1)
-            return self.pi_head.forward(feats[0]), value
+            return mask_out(self.pi_head.forward(feats[0]), mask), value
 
     def _features(self, torso_out: torch.Tensor) -> torch.Tensor:
         """Feature vectors [B, F] in fp32 from the policy torso's activation [B, out_dim] (fp32 like the heads: the
@@ -186,7 +191,7 @@ class ActorCritic(nn.Module):
         if self.recurrent:
             h = self.gru.cell(self.gru.input_gates(torch.stack(feats)), hidden.transpose(0, 1))
             feats, hidden = list(h), h.transpose(0, 1)
-        params, value = self._heads(feats)
+        params, value = self._heads(feats, None if self.mask_key is None else obs[self.mask_key])
         if with_features:
             return params, value, hidden, features
         return params, value, hidden
@@ -203,4 +208,4 @@ class ActorCritic(nn.Module):
             h = self.gru.cell(gates[:, t], h * keep[t])
             seq.append(h)
         out = torch.stack(seq, 1).flatten(1, 2)  # [streams, T * n, H]
-        return self._heads(list(out))
+        return self._heads(list(out), None if self.mask_key is None else obs[self.mask_key].flatten(0, 1))

@@ -32,8 +32,20 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rl.envs.observations import leaves
 from rl.errors import ConfigError
+from rl.models.multi_input import observation_torso
 from rl.registry import models
+
+
+def structured(build):
+    """A CNN's `build`, handing a Dict or Tuple observation space to the multi-input torso (rl/models/multi_input.py),
+    which gives this CNN the image entries."""
+    def build_torso(cls, hp, obs_space):
+        if leaves(obs_space) is not None:
+            return observation_torso(hp, obs_space)
+        return build(cls, hp, obs_space)
+    return build_torso
 
 
 def image_shape(obs_space, name: str) -> tuple[int, int, int]:
@@ -44,6 +56,8 @@ def image_shape(obs_space, name: str) -> tuple[int, int, int]:
 
 class ConvTorso(nn.Module):
     """Input handling shared by the conv torsos: uint8 to float in [0, 1], in the configured memory format."""
+
+    READS_IMAGES = True  # the multi-input torso gives a Dict's image entries to this torso
 
     def __init__(self, channels_last: bool):
         super().__init__()
@@ -84,6 +98,7 @@ class NatureCNN(ConvTorso):
         self.out_dim = 512
 
     @classmethod
+    @structured
     def build(cls, hp, obs_space) -> NatureCNN:
         return cls(image_shape(obs_space, "nature_cnn"), hp.channels_last).finish(hp.channels_last)
 
@@ -166,6 +181,7 @@ class ImpalaCNN(ConvTorso):
             nn.init.zeros_(block.conv2.weight)
 
     @classmethod
+    @structured
     def build(cls, hp, obs_space) -> ImpalaCNN:
         return cls(image_shape(obs_space, "impala_cnn"), hp.channels_last, hp.fixup_init).finish(hp.channels_last)
 
@@ -198,6 +214,7 @@ class EliteCNN(ConvTorso):
                 nn.init.zeros_(m.bias)
 
     @classmethod
+    @structured
     def build(cls, hp, obs_space) -> EliteCNN:
         return cls(image_shape(obs_space, "elite_cnn"), hp.channels_last).finish(hp.channels_last)
 

@@ -30,6 +30,9 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3 / the SAC reference implementation
 def _box_dims(obs_space, action_space) -> tuple[int, int]:
     if not hasattr(action_space, "low") or len(action_space.shape) != 1:
         raise ConfigError(f"continuous-control models need a 1-d Box action space, the env has {action_space}")
+    if obs_space.shape is None:  # the critics read observation and action as one vector
+        raise ConfigError(f"continuous-control critics take Box observations, not {type(obs_space).__name__}: Dict "
+                          f"and Tuple observations are for the discrete agents (ppo, a2c, vpg, dqn)")
     return int(np.prod(obs_space.shape)), int(action_space.shape[0])
 
 
@@ -146,9 +149,9 @@ class QCritics(nn.Module):
     NUM_CRITICS = 2
 
     def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: list[int], num_critics: int = 2,
-                 act: str = "relu"):
+                 act: str = "relu", out_dim: int = 1):
         super().__init__()
-        sizes = [obs_dim + action_dim, *hidden_sizes, 1]
+        sizes = [obs_dim + action_dim, *hidden_sizes, out_dim]  # out_dim > 1: TQC's atoms (rl/models/quantile.py)
         self.num_critics = num_critics
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()

@@ -15,6 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rl.errors import ConfigError
+from rl.models.multi_input import legal, mask_key
 from rl.models.noisy import NoisyMixin, linear
 from rl.models.q_network import noisy_settings, num_actions
 from rl.registry import models
@@ -49,18 +50,26 @@ class C51Network(NoisyMixin, nn.Module):
             raise ConfigError(f"C51 needs v_min < v_max and num_atoms >= 2, got {v_min}, {v_max}, {head.num_atoms}")
         self.torso, self.head = torso, head
         self.register_buffer("support", torch.linspace(v_min, v_max, head.num_atoms))
+        self.mask_key = None  # the observation entry of the action mask (build sets it)
 
     @classmethod
     def build(cls, hp, obs_space, action_space) -> C51Network:
         torso = models[hp.torso].build(hp, obs_space)
         head = CategoricalHead(torso.out_dim, num_actions(action_space), hp.num_atoms, hp.dueling,
                                *noisy_settings(hp))
-        return cls(torso, head, hp.v_min, hp.v_max)
+        net = cls(torso, head, hp.v_min, hp.v_max)
+        net.mask_key = mask_key(hp, obs_space)
+        return net
+
+    def legal(self, values: torch.Tensor, obs) -> torch.Tensor:
+        """Expected values [B, A] of the observations `obs` with the illegal actions' at the lowest float (the loss
+        picks the bootstrap action among the legal ones, rl/grad_comp/c51.py)."""
+        return legal(values, obs, self.mask_key)
 
     def log_probs(self, obs: torch.Tensor) -> torch.Tensor:
         """log p(z_i | s, a): [B, A, atoms]."""
         return F.log_softmax(self.head(self.torso(obs)), dim=-1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q(s, a) = E[Z(s, a)]: [B, A]."""
-        return (self.log_probs(obs).exp() * self.support).sum(-1)
+        """Q(s, a) = E[Z(s, a)]: [B, A], the illegal actions' at the lowest float."""
+        return self.legal((self.log_probs(obs).exp() * self.support).sum(-1), obs)

@@ -9,7 +9,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rl.envs.observations import leaves
 from rl.errors import ConfigError
+from rl.models.multi_input import observation_torso
 from rl.registry import models
 
 # functions, not nn.Modules: a module call costs microseconds of overhead, several per forward pass of a small network
@@ -52,6 +54,8 @@ class MLP(nn.Module):
 
     @classmethod
     def build(cls, hp, obs_space) -> MLP:
+        if leaves(obs_space) is not None:  # a Dict or Tuple: an encoder per entry (rl/models/multi_input.py)
+            return observation_torso(hp, obs_space)
         return cls(int(np.prod(obs_space.shape)), hp.hidden_sizes, hp.activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:

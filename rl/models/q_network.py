@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from rl.errors import ConfigError
+from rl.models.multi_input import legal, mask_key, mask_out
 from rl.models.noisy import NoisyMixin, linear
 from rl.registry import models
 
@@ -50,18 +51,27 @@ def noisy_settings(hp) -> tuple[bool, float]:
 
 @models.register("q_network")
 class QNetwork(NoisyMixin, nn.Module):
-    """torso (`hp.torso`) + Q or dueling head (`hp.dueling`), noisy with `hp.noisy`."""
+    """torso (`hp.torso`) + Q or dueling head (`hp.dueling`), noisy with `hp.noisy`; the actions that the
+    observation's action mask forbids get the lowest Q-value (rl/models/multi_input.py)."""
 
     def __init__(self, torso: nn.Module, head: nn.Module):
         super().__init__()
         self.torso, self.head = torso, head
+        self.mask_key = None  # the observation entry of the action mask (build sets it)
 
     @classmethod
     def build(cls, hp, obs_space, action_space) -> QNetwork:
         n = num_actions(action_space)
         torso = models[hp.torso].build(hp, obs_space)
         head = models["dueling" if hp.dueling else "q"](torso.out_dim, n, *noisy_settings(hp))
-        return cls(torso, head)
+        net = cls(torso, head)
+        net.mask_key = mask_key(hp, obs_space)
+        return net
+
+    def legal(self, values: torch.Tensor, obs) -> torch.Tensor:
+        """Values [B, A] of the observations `obs` with the illegal actions' at the lowest float."""
+        return legal(values, obs, self.mask_key)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.head.forward(self.torso.forward(obs))  # .forward: skips nn.Module call overhead
+        q = self.head.forward(self.torso.forward(obs))  # .forward: skips nn.Module call overhead
+        return q if self.mask_key is None else mask_out(q, obs[self.mask_key])

@@ -1,11 +1,14 @@
 """The buffers a worker fills: a rollout (rl.memory.rollout.RolloutMemory), `Rows` of replay transitions, or a flat
-gradient. Each transport allocates them its way (shared memory, or the worker's own memory shipped by value)."""
+gradient. Each transport allocates them its way (shared memory, or the worker's own memory shipped by value).
+Structured observations (a Dict or Tuple space, an action mask among them) take one array per entry
+(rl/envs/observations.py), laid out as the learner's memory lays them out."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from rl.envs.observations import fields, zeros
 from rl.memory.rollout import RolloutMemory
 
 
@@ -16,17 +19,17 @@ class Rows:
     FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "valid")
 
     def __init__(self, steps: int, num_envs: int, obs_space, action_space):
-        def zeros(shape, dtype):
-            return torch.from_numpy(np.zeros((steps, num_envs, *shape), dtype))
+        def tensors(shape, dtype):
+            return zeros((steps, num_envs), shape, dtype, lambda full, d: torch.from_numpy(np.zeros(full, d)))
 
         self.steps, self.num_envs = steps, num_envs
-        self.obs = zeros(obs_space.shape, obs_space.dtype)
-        self.next_obs = zeros(obs_space.shape, obs_space.dtype)
-        self.actions = zeros(action_space.shape, action_space.dtype)
-        self.rewards = zeros((), np.float32)
-        self.terminated = zeros((), bool)
-        self.truncated = zeros((), bool)
-        self.valid = zeros((), bool)
+        self.obs = tensors(*fields(obs_space))
+        self.next_obs = tensors(*fields(obs_space))
+        self.actions = tensors(action_space.shape, action_space.dtype)
+        self.rewards = tensors((), np.float32)
+        self.terminated = tensors((), bool)
+        self.truncated = tensors((), bool)
+        self.valid = tensors((), bool)
 
     def share_memory_(self) -> Rows:
         for k in self.FIELDS:
@@ -69,7 +72,7 @@ def make_buffer(role: str, hp, obs_space, action_space, hidden_shape, grad_size:
     the `behaviour` vectors that the learner's rollout keeps (sequence replay's features and logits)."""
     n = hp.worker_envs or hp.num_envs
     if role == "rollouts":
-        return RolloutMemory(hp.num_steps, n, obs_space.shape, obs_space.dtype, action_space.shape,
+        return RolloutMemory(hp.num_steps, n, *fields(obs_space), action_space.shape,
                              action_space.dtype, hidden_shape=hidden_shape, behaviour=behaviour)
     if role == "rows":
         return Rows(hp.worker_steps, n, obs_space, action_space)

@@ -59,6 +59,7 @@ SOURCES = {
     "zoo": "rl-baselines3-zoo benchmark.md (1 run, deterministic evaluation)",
     "sb3": "SB3 docs PyBullet tables (6 seeds PPO/A2C, 3 seeds SAC/TD3)",
     "cleanrl": "CleanRL docs/benchmark (3 seeds)",
+    "sb3_contrib": "sb3-contrib docs (3 seeds)",
 }
 
 
@@ -112,6 +113,12 @@ REFERENCES = _rows("zoo", "benchmark.md", """
     ppo BreakoutNoFrameskip-v4 398.033 33.328 1e7 L94
     dqn BreakoutNoFrameskip-v4 358.327 61.981 1e7 L76
     qrdqn BreakoutNoFrameskip-v4 393.600 79.828 1e7 L135
+    qrdqn PongNoFrameskip-v4 20.49 0 1e7 (Pong)
+    qrdqn CartPole-v1 500.0 0.0 5e4 (CartPole)
+    tqc HalfCheetahBulletEnv-v0 3675 0 1e6 (HalfCheetahBullet)
+    tqc AntBulletEnv-v0 3457 0 1e6 (AntBullet)
+    tqc HopperBulletEnv-v0 2662 0 1e6 (HopperBullet)
+    tqc Walker2DBulletEnv-v0 2509 0 1e6 (Walker2DBullet)
     ppo LunarLander-v2 242.119 31.823 1e6 L102
     dqn LunarLander-v2 154.382 79.241 1e5 L79
     sac HalfCheetah-v3 9535.5 0 1e6 L150
@@ -133,7 +140,17 @@ REFERENCES = _rows("zoo", "benchmark.md", """
     td3 HopperBulletEnv-v0 2429 126 1e6 sac.md:L105-L122
     sac Walker2DBulletEnv-v0 2184 54 1e6 sac.md:L105-L122
     td3 Walker2DBulletEnv-v0 2063 185 1e6 sac.md:L105-L122
+""") + _rows("sb3_contrib", "docs/modules", """
+    tqc HalfCheetahBulletEnv-v0 3041 157 1e6 tqc.rst
+    tqc AntBulletEnv-v0 3700 37 1e6 tqc.rst
+    tqc HopperBulletEnv-v0 2401 62 1e6 tqc.rst
+    tqc Walker2DBulletEnv-v0 2535 94 1e6 tqc.rst
+    qrdqn PongNoFrameskip-v4 20 0 1e7 qrdqn.rst
+    qrdqn BreakoutNoFrameskip-v4 413 21 1e7 qrdqn.rst
 """) + _rows("cleanrl", "docs", """
+    pqn CartPole-v1 495.13 6.89 5e5 rl-algorithms/pqn.md
+    pqn PongNoFrameskip-v4 20.49 0.11 1e7 rl-algorithms/pqn.md(pqn_atari_envpool)
+    pqn BreakoutNoFrameskip-v4 384.9 12.4 1e7 rl-algorithms/pqn.md(pqn_atari_envpool)
     ppo CartPole-v1 490.04 6.12 5e5 benchmark/ppo.md
     ppo Acrobot-v1 -86.36 1.32 5e5 benchmark/ppo.md
     dqn CartPole-v1 488.69 16.11 5e5 rl-algorithms/dqn.md:L212
@@ -160,7 +177,7 @@ REFERENCES = _rows("zoo", "benchmark.md", """
 # compared with their family's (a Rainbow set with DQN's), and the page says "nearest".
 ALGO_OF_PREFIX = {"ppo": "ppo", "appo": "ppo", "dppo": "ppo", "a2c": "a2c", "a3c": "a2c", "dqn": "dqn", "ddqn": "dqn",
                   "dueling": "dqn", "noisy": "dqn", "rainbow": "dqn", "apex": "dqn", "qrdqn": "qrdqn", "sac": "sac",
-                  "td3": "td3"}
+                  "td3": "td3", "tqc": "tqc", "pqn": "pqn"}
 
 
 def reference_algo(hparams_set: str, hparams: dict) -> tuple[str | None, bool]:

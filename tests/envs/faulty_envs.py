@@ -22,6 +22,7 @@ OBSERVATIONS = {
     "Dict": gym.spaces.Dict({"position": BOX, "goal": gym.spaces.Discrete(4)}),
     "Tuple": gym.spaces.Tuple((BOX, gym.spaces.Discrete(4))),
     "Text": gym.spaces.Text(8),
+    "Graph": gym.spaces.Graph(node_space=BOX, edge_space=None),
     "Discrete": gym.spaces.Discrete(16),
 }
 
@@ -68,7 +69,7 @@ class FaultyEnvs:
 
     def observing(self, space: str) -> str:
         """The `module:EnvId` of the env whose observations are of gymnasium space `space` (Box, Dict, Tuple, Text,
-        Discrete)."""
+        Graph, Discrete)."""
         return f"{self.module}:{space}Obs{self.tag}-v0"
 
     @property
