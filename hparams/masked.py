@@ -15,8 +15,9 @@ from rl.registry import hparams
 def masked(hp: HParams) -> HParams:
     """The settings of a set whose env may give an action mask (`info["action_mask"]` or a Dict observation's
     `action_mask` entry)."""
-    hp.define("mask_actions", True, "honour the env's action mask: illegal actions get probability 0 (policy agents) "
-              "or the lowest Q-value and no random draw (Q agents); false: the mask is neither applied nor read")
+    d = hp.section("action masks")
+    d("mask_actions", True, "honour the env's action mask: illegal actions get probability 0 (policy agents) or the "
+      "lowest Q-value and no random draw (Q agents); false: the mask is neither applied nor read")
     return hp
 
 

@@ -33,7 +33,7 @@ def test_the_readme_example_runs_and_its_folder_is_a_run_folder(tmp_path, monkey
     assert printed[-1] in ("0", "1")  # an action of CartPole
     out = tmp_path / "runs" / "py_dqn"
     record = json.loads((out / "hparams.json").read_text())
-    assert record["hparams_set"] == "dqn_cartpole" and record["hparams"]["seed"] == 1
+    assert record["hparams_set"] == "dqn_cartpole" and record["hparams"]["run"]["seed"] == 1
     assert json.loads((out / "eval.json").read_text())["env_steps"] == 600
     assert train.main(["--hparams", "dqn_cartpole", "--output_dir", str(out), "--training", "False",
                        "--test_episodes", "2"]) == 0

@@ -26,6 +26,7 @@ from rl.agents.base import Agent
 from rl.agents.common import check_same_step_autoreset, linear_decay
 from rl.agents.flat_adam import FlatAdam
 from rl.agents.flat_radam import FlatRAdam
+from rl.envs.observations import action_mask
 from rl.errors import ConfigError
 from rl.memory.q_lambda import fill_q_lambda
 from rl.models.mlp import init_orthogonal
@@ -79,13 +80,14 @@ class PQN(Agent):
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         x = self.to_tensor(obs)
+        mask = action_mask(obs, getattr(self.q, "mask_key", None))  # exploration draws among the legal actions
         with torch.inference_mode():
             q = self._q_values(x)
         if deterministic:
             if self.eval_explore is not None:
-                return self.eval_explore(q, self.hp.train_steps)
-            return self.greedy(q)
-        actions = self.explore(q, self.env_steps)
+                return self.eval_explore(q, self.hp.train_steps, mask=mask)
+            return self.greedy(q, mask=mask)
+        actions = self.explore(q, self.env_steps, mask=mask)
         self._cache = (x, q.amax(1))  # max_a Q(s_t, a): the next step's bootstrap value, within an episode
         return actions
 
