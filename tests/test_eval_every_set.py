@@ -37,7 +37,9 @@ def tiny_budget(name: str) -> tuple[int, str]:
         over.update(num_steps=16, epochs=1)
         if has.get("recurrent_seq_len"):  # PQN has a rollout and no recurrence
             over["recurrent_seq_len"] = 8
-        steps = 16 * hp.num_envs
+        if hp.num_envs > 16:  # pqn_atari's 128 Atari envs: their start-up alone would take most of a minute
+            over["num_envs"] = 16
+        steps = 16 * min(hp.num_envs, 16)
     else:  # off-policy: a short warm-up, then a few training phases of a few gradient steps
         over.update(learning_starts=100, buffer_size=1000, train_freq=25, gradient_steps=2)
         if has.get("update_every"):

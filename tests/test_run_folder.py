@@ -104,7 +104,7 @@ def test_another_seed_is_refused_but_fork_from_starts_a_new_run_from_the_checkpo
     assert train.main(quick_args(fork, 400, "", "--seed", "1", "--fork_from", str(out))) == 0
     assert snapshot_folder(out) == before  # the source is only read
     record = json.loads((fork / "hparams.json").read_text())
-    assert record["hparams"]["seed"] == 1 and record["forked_from"]["step"] == 300
+    assert record["hparams"]["run"]["seed"] == 1 and record["forked_from"]["step"] == 300
     assert "resuming from step 300" in capsys.readouterr().out
     assert train.main(quick_args(out, 400, "", "--fork_from", str(fork))) == 2  # never into a folder with a run
 

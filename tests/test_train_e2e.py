@@ -32,7 +32,7 @@ def test_train_writes_a_complete_run(tmp_path, train_cli):
     assert res.returncode == 0, res.stderr
     assert "dqn_cartpole" in res.stdout and "learning_starts" in res.stdout  # resolved settings printed
     saved = json.loads((out / "hparams.json").read_text())
-    assert saved["hparams_set"] == "dqn_cartpole" and saved["hparams"]["learning_starts"] == 100
+    assert saved["hparams_set"] == "dqn_cartpole" and saved["hparams"]["replay"]["learning_starts"] == 100
     assert [s for s, _ in list_checkpoints(out)] == [200, 400]
     rows = list(csv.DictReader(open(out / "progress.csv")))
     assert {"env_steps", "wall_time_s", "episode_return_mean", "steps_per_s"} <= set(rows[0])
