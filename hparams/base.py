@@ -40,6 +40,11 @@ def has_cnn(hp: HParams) -> bool:
     return hp.torso in CNN_TORSOS
 
 
+def uses_fixup(hp: HParams) -> bool:
+    """Fixup is impala_cnn's option, off unless asked for."""
+    return hp.fixup_init
+
+
 def has_replay(hp: HParams) -> bool:
     """A replay memory, which a checkpoint may hold (an on-policy rollout is always kept: it is small)."""
     return hp.memory not in ("rollout",)
@@ -130,8 +135,9 @@ def base() -> HParams:
     d("hidden_sizes", [64, 64], "widths of the MLP torso's hidden layers", bound=each(at_least(1)))
     d("activation", "relu", "activation of the MLP torso: relu, tanh, elu, gelu, silu",
       bound=one_of("relu", "tanh", "elu", "gelu", "silu"))
-    d = hp.section("cnn", when=has_cnn)
+    d = hp.section("fixup", when=uses_fixup)
     d("fixup_init", False, "impala_cnn: Fixup initialisation of the residual blocks (Zhang et al. 2019)")
+    d = hp.section("cnn", when=has_cnn)
     d("channels_last", False, "convolutional torsos: channels-last memory format (faster on some CPUs and GPUs)")
     d = hp.section("system")
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)",

@@ -17,16 +17,36 @@ def clips(hp: HParams) -> bool:
     return hp.grad_comp not in ("pg", "a2c")
 
 
+def stops_on_kl(hp: HParams) -> bool:
+    return hp.target_kl > 0
+
+
+def clips_values(hp: HParams) -> bool:
+    return hp.clip_range_vf > 0
+
+
+def ortho(hp: HParams) -> bool:
+    return hp.ortho_init
+
+
+def normalizes_obs(hp: HParams) -> bool:
+    return hp.normalize_obs
+
+
+def normalizes_reward(hp: HParams) -> bool:
+    return hp.normalize_reward
+
+
+def normalizes_returns(hp: HParams) -> bool:
+    return hp.normalize_returns
+
+
 def gaussian_policy(hp: HParams) -> bool:
     return hp.act_select in ("gaussian", "deterministic_gaussian")
 
 
 def recurrent(hp: HParams) -> bool:
     return hp.recurrent
-
-
-def normalizes(hp: HParams) -> bool:
-    return hp.normalize_obs or hp.normalize_reward or hp.normalize_returns
 
 
 def other_optimizer(hp: HParams) -> bool:
@@ -58,13 +78,14 @@ def on_policy() -> HParams:
     d("epochs", 10, "passes over each rollout", bound=at_least(1))
     d = hp.section("ppo", when=clips)
     d("clip_range", 0.2, "PPO's ratio clip epsilon", bound=above(0))
+    d = hp.section("value clip", when=clips_values)
     d("clip_range_vf", 0.0, "clip of the value change around the old values (0: unclipped value loss)",
       bound=at_least(0))
     d = hp.section("on-policy")
     d("ent_coef", 0.0, "entropy bonus coefficient", bound=at_least(0))
     d("vf_coef", 0.5, "value loss coefficient", bound=at_least(0))
     d("normalize_advantage", True, "standardise advantages in each minibatch")
-    d = hp.section("ppo", when=clips)
+    d = hp.section("kl stop", when=stops_on_kl)
     d("target_kl", 0.0, "stop an update's epochs once approx KL exceeds 1.5 x this (0: off)", bound=at_least(0))
     d = hp.section("on-policy")
     d("lr_decay", False, "decay the learning rate linearly to 0 over train_steps (agent impala: polynomially, "
@@ -74,6 +95,7 @@ def on_policy() -> HParams:
     d = hp.section("policy network")
     d("shared_torso", False, "one torso for policy and value (False: two separate torsos)")
     d("ortho_init", True, "orthogonal initialisation (gains sqrt(2), 0.01 policy, 1 value)")
+    d = hp.section("orthogonal init", when=ortho)
     d("pi_init_gain", 0.01, "ortho_init: the policy head's gain, each output's weights of norm this "
       "(elite_buffer_vtrace's normalized_columns_initializer: 0.001)", bound=above(0))
     d = hp.section("gaussian policy", when=gaussian_policy)
@@ -85,13 +107,15 @@ def on_policy() -> HParams:
     d("recurrent_hidden_size", 64, "GRU hidden size (with recurrent=True)", bound=at_least(1))
     d("recurrent_seq_len", 0, "replayed sequence length: BPTT truncated to this many steps (0: whole rollouts)",
       bound=at_least(0))
-    d = hp.section("normalisation", when=normalizes)
+    d = hp.section("observation normalisation", when=normalizes_obs)
     d("normalize_obs", False, "standardise observations by running statistics (checkpointed)")
+    d("clip_obs", 10.0, "normalised observations are clipped to +-this", bound=above(0))
+    d = hp.section("reward normalisation", when=normalizes_reward)
     d("normalize_reward", False, "scale rewards by the running std of the discounted return (checkpointed)")
+    d("clip_reward", 10.0, "normalised rewards are clipped to +-this", bound=above(0))
+    d = hp.section("return normalisation", when=normalizes_returns)
     d("normalize_returns", False, "the value head learns returns standardised by running statistics (Sample "
       "Factory's normalize_returns; checkpointed)")
-    d("clip_obs", 10.0, "normalised observations are clipped to +-this", bound=above(0))
-    d("clip_reward", 10.0, "normalised rewards are clipped to +-this", bound=above(0))
     d = hp.section("optimizer", when=other_optimizer)
     d("optimizer", "adam", "adam, or rmsprop (IMPALA's; adam_eps is its epsilon, rmsprop_alpha its decay)",
       bound=one_of("adam", "rmsprop"))

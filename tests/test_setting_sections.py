@@ -21,9 +21,16 @@ def test_a_ppo_run_on_one_process_records_at_most_50_settings_and_no_other_famil
     record = recorded("ppo_cartpole")
     assert sum(map(len, record.values())) <= 50
     for absent in ("atari", "scheme", "collection workers", "gradient workers", "ray", "replay", "prioritized replay",
-                   "replay buffers", "impala", "v-trace", "recurrent", "normalisation", "gaussian policy", "cnn"):
+                   "replay buffers", "impala", "v-trace", "recurrent", "observation normalisation", "gaussian policy",
+                   "cnn", "kl stop", "value clip"):
         assert absent not in record, absent
     assert record["optimisation"]["lr"] == 1e-3 and record["ppo"]["clip_decay"] is True
+
+
+def test_every_ppo_set_on_one_process_records_at_most_50_settings():
+    counts = {name: sum(map(len, sets[name]().record().values())) for name in sets
+              if sets[name]().agent == "ppo" and sets[name]().num_workers == 0}
+    assert len(counts) >= 8 and max(counts.values()) <= 50, counts
 
 
 def test_a_vpg_set_records_no_clip_and_a_dqn_set_no_policy_settings():
@@ -49,7 +56,7 @@ def test_a_value_off_its_default_keeps_its_section_even_where_no_condition_asks_
 
 def test_a_left_out_setting_still_reads_as_its_default():
     hp = sets["ppo_cartpole"]()
-    assert "normalisation" not in hp.record() and hp.normalize_obs is False and hp.clip_obs == 10.0
+    assert "observation normalisation" not in hp.record() and hp.normalize_obs is False and hp.clip_obs == 10.0
 
 
 def test_describe_prints_the_recorded_sections_in_order():
