@@ -15,8 +15,8 @@ hyperparams/tqc.yml).
 """
 
 from hparams.atari import dqn_atari
-from hparams.continuous import sac
-from hparams.dqn import dqn
+from hparams.continuous import sac, zoo_bullet_sac
+from hparams.dqn import dqn, dqn_cartpole
 from rl.hparams import HParams, at_least
 from rl.registry import hparams
 
@@ -56,23 +56,9 @@ def qrdqn() -> HParams:
 
 @hparams.register
 def qrdqn_cartpole() -> HParams:
-    """rl-baselines3-zoo hyperparams/qrdqn.yml, CartPole-v1 (tuned): DQN's CartPole settings with 10 quantiles."""
-    hp = qrdqn()
-    hp.env = "CartPole-v1"
-    hp.train_steps = 50_000
-    hp.lr = 2.3e-3
-    hp.batch_size = 64
-    hp.buffer_size = 100_000
-    hp.learning_starts = 1_000
-    hp.gamma = 0.99
-    hp.target_update_interval = 10
-    hp.train_freq, hp.gradient_steps = 256, 128
-    hp.exploration_fraction, hp.exploration_final_eps = 0.16, 0.04
-    hp.hidden_sizes = [256, 256]
-    hp.num_quantiles = 10
-    hp.eval_interval = 10_000
-    hp.checkpoint_interval = 10_000
-    return adam_for_batch(hp)
+    """rl-baselines3-zoo hyperparams/qrdqn.yml, CartPole-v1 (tuned): its DQN CartPole settings (`dqn_cartpole`) with 10
+    quantiles, and sb3-contrib's QRDQN optimiser (no clipping, Adam's epsilon 0.01 / batch size)."""
+    return adam_for_batch(as_qrdqn(dqn_cartpole(), num_quantiles=10))
 
 
 @hparams.register
@@ -96,10 +82,9 @@ def qrdqn_atari() -> HParams:
 
 
 # ------------------------------------------------------------------------------------------------ TQC
-@hparams.register
-def tqc() -> HParams:
-    """sb3-contrib's TQC: SAC's settings and actor, K = 2 critics of N = 25 atoms, the top 2 of each dropped."""
-    hp = sac()
+def as_tqc(hp: HParams) -> HParams:
+    """A SAC set made TQC: quantile critics and the truncated loss, the rest of its settings kept (the zoo's TQC
+    entries are its SAC ones)."""
     hp.agent, hp.critic, hp.grad_comp = "tqc", "quantile_critics", "tqc"
     d = hp.section("quantiles")
     d("num_quantiles", 25, "quantile_critics: atoms per critic (TQC's M)", bound=at_least(2))
@@ -107,6 +92,12 @@ def tqc() -> HParams:
     d("top_quantiles_to_drop_per_net", 2, "TQC: the target drops the largest this x num_critics atoms of the "
       "critics' pooled mixture (TQC's d; below num_quantiles)", bound=at_least(0))
     return hp
+
+
+@hparams.register
+def tqc() -> HParams:
+    """sb3-contrib's TQC: SAC's settings and actor, K = 2 critics of N = 25 atoms, the top 2 of each dropped."""
+    return as_tqc(sac())
 
 
 @hparams.register
@@ -120,26 +111,11 @@ def tqc_pendulum() -> HParams:
 
 
 def zoo_bullet_tqc(env: str, lr_decay: bool = False, drop_per_net: int = 2) -> HParams:
-    """rl-baselines3-zoo hyperparams/tqc.yml's `pybullet-defaults` (tuned on HalfCheetahBulletEnv-v0): gSDE with
-    log_std_init -3, 400x300, lr 7.3e-4, buffer 300k, batch 256, gamma 0.98, tau 0.02, 8 gradient steps every 8 env
-    steps after 10k random ones, alpha learned from 1; with the TimeFeatureWrapper."""
-    hp = tqc()
-    hp.env = env
-    hp.time_feature = True
-    hp.model, hp.act_select = "gsde_actor", "gsde"
-    hp.log_std_init, hp.sde_sample_freq = -3.0, -1
-    hp.train_steps = 1_000_000
-    hp.lr, hp.lr_decay = 7.3e-4, lr_decay
-    hp.buffer_size = 300_000
-    hp.batch_size = 256
-    hp.gamma = 0.98
-    hp.tau = 0.02
-    hp.train_freq, hp.gradient_steps = 8, 8
-    hp.learning_starts = 10_000
-    hp.hidden_sizes = [400, 300]
+    """rl-baselines3-zoo hyperparams/tqc.yml's `pybullet-defaults`: its SAC PyBullet settings
+    (hparams/continuous.py `zoo_bullet_sac`: gSDE, the TimeFeatureWrapper, 400x300, lr 7.3e-4, 8 gradient steps every
+    8 env steps after 10k random ones) with TQC's critics."""
+    hp = as_tqc(zoo_bullet_sac(env, lr_decay))
     hp.top_quantiles_to_drop_per_net = drop_per_net
-    hp.eval_interval = 50_000
-    hp.checkpoint_interval = 50_000
     return hp
 
 

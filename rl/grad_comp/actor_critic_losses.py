@@ -96,14 +96,24 @@ def sac(policy: Policy, critics: Critics, target_critics: Critics, log_alpha: to
     info = {"losses/critic_loss": loss.detach(), "losses/q_values": q.detach().mean(), "charts/alpha": alpha,
             "td_error": td_error}
     if update_actor:
-        actions, log_prob = policy(batch.obs)
-        q_pi = critics(batch.obs, actions, detach=True).min(0).values
-        actor_loss = (alpha * log_prob - q_pi).mean()
-        loss = loss + actor_loss
-        info["losses/actor_loss"] = actor_loss.detach()
-        info["charts/entropy"] = -log_prob.detach().mean()
-        if tune_alpha:
-            alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-            loss = loss + alpha_loss
-            info["losses/alpha_loss"] = alpha_loss.detach()
+        loss = soft_actor_terms(loss, info, policy, lambda a: critics(batch.obs, a, detach=True).min(0).values,
+                                log_alpha, batch.obs, target_entropy, tune_alpha)
     return loss, info
+
+
+def soft_actor_terms(loss: torch.Tensor, info: dict, policy: Policy, value, log_alpha: torch.Tensor,
+                     obs: torch.Tensor, target_entropy: float, tune_alpha: bool) -> torch.Tensor:
+    """`loss` plus the soft actor's loss E[alpha log pi(a|s) - value(a)] (a ~ pi(s), reparameterised; `value` maps
+    actions [B, A] to the critics' value [B] without gradient into the critics) and, with `tune_alpha`, the
+    temperature's -log(alpha) (log pi + target entropy); their diagnostics added to `info`. SAC's and TQC's."""
+    alpha = log_alpha.detach().exp()
+    actions, log_prob = policy(obs)
+    actor_loss = (alpha * log_prob - value(actions)).mean()
+    loss = loss + actor_loss
+    info["losses/actor_loss"] = actor_loss.detach()
+    info["charts/entropy"] = -log_prob.detach().mean()
+    if tune_alpha:
+        alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
+        loss = loss + alpha_loss
+        info["losses/alpha_loss"] = alpha_loss.detach()
+    return loss

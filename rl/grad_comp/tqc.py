@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.grad_comp.actor_critic_losses import soft_actor_terms
 from rl.grad_comp.quantile import quantile_huber, weighted_mean
 from rl.grad_comp.targets import td_target
 from rl.memory.replay import Transitions
@@ -50,15 +51,7 @@ def tqc(policy, critics, target_critics, log_alpha: torch.Tensor, batch: Transit
     loss = weighted_mean(per_sample, batch.weights)
     info = {"losses/critic_loss": loss.detach(), "losses/q_values": atoms.detach().mean(), "charts/alpha": alpha,
             "td_error": per_sample.detach()}
-    if update_actor:
-        actions, log_prob = policy(batch.obs)
-        q_pi = critics(batch.obs, actions, detach=True).mean(dim=(0, 2))  # every critic's every atom: [B]
-        actor_loss = (alpha * log_prob - q_pi).mean()
-        loss = loss + actor_loss
-        info["losses/actor_loss"] = actor_loss.detach()
-        info["charts/entropy"] = -log_prob.detach().mean()
-        if tune_alpha:
-            alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-            loss = loss + alpha_loss
-            info["losses/alpha_loss"] = alpha_loss.detach()
+    if update_actor:  # the actor's value: every critic's every atom, [B]
+        loss = soft_actor_terms(loss, info, policy, lambda a: critics(batch.obs, a, detach=True).mean(dim=(0, 2)),
+                                log_alpha, batch.obs, target_entropy, tune_alpha)
     return loss, info
