@@ -26,7 +26,7 @@ from pathlib import Path
 from rl.checkpoint import write_json
 from rl.errors import ConfigError
 from rl.folder import holder
-from rl.hparams import flat, split_top_level
+from rl.hparams import flat
 from rl.job import (
     CONTROL_DIR,
     JOB_FILE,
@@ -38,6 +38,7 @@ from rl.job import (
     read_object,
     running_job,
 )
+from rl.overrides import split_top_level
 
 RUN_SETTINGS = ("eval_interval", "eval_episodes", "checkpoint_interval", "checkpoint_minutes", "log_interval")
 STEP_SETTINGS = ("lr", "max_grad_norm")  # applied where the optimizer steps: the learner, in every mode

@@ -12,9 +12,8 @@ lie within the setting's bound, if `define` gave one (`bound=above(0)`, `between
 `either(...)`, `where(...)`; all of them pickle, since settings travel to worker processes).
 Every way a value arrives (a set, `--hparam_override`, `--control`, a resumed hparams.json, a search's choice) passes
 that one check, which refuses in one line naming the setting, the value and the bound.
-Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value; an int takes
-whole-number text only (`1000000` or `1_000_000`; `1e6` is refused, naming the number to write), and every int fits
-in 64 bits, as numpy and torch take it.
+Overrides (`"lr=1e-3,hidden_sizes=[64,64],dueling=true"`) are parsed by the type of the existing value
+(rl/overrides.py), and every int fits in 64 bits, as numpy and torch take it.
 A run's settings from the command's arguments (the set, a resumed record, overrides, flags) are rl/resolve.py's.
 """
 
@@ -24,23 +23,13 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from rl.errors import ConfigError
+from rl.overrides import a_type, parse_value, split_top_level, type_name
 from rl.registry import closest
 
 SCALARS = (bool, int, float, str)
-
-
-def _type_name(t: type) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list"}[t]
-
-
-def _a(t: type) -> str:
-    """The type's name with its article: "an int", "a float"."""
-    name = _type_name(t)
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 INT64 = 2**63  # ints travel to numpy and torch as 64-bit integers: a setting's int lies in [-INT64, INT64)
@@ -259,7 +248,7 @@ class HParams:
         if kind is list and ok:
             value = [self._check_elem(name, v, elem) for v in value]
         if not ok:
-            raise ConfigError(f"setting {name!r} must be {_a(kind)}, got {value!r} ({type(value).__name__})")
+            raise ConfigError(f"setting {name!r} must be {a_type(kind)}, got {value!r} ({type(value).__name__})")
         bound = self._bounds.get(name)
         if bound is not None and not bound.holds(value):
             raise ConfigError(f"setting {name!r} must be {bound}, got {value!r}")
@@ -272,7 +261,7 @@ class HParams:
         if elem is float and isinstance(v, int) and not isinstance(v, bool):
             return float(v)
         if not isinstance(v, elem) or (elem is int and isinstance(v, bool)):
-            raise ConfigError(f"setting {name!r} holds {_type_name(elem)} items, got {v!r}")
+            raise ConfigError(f"setting {name!r} holds {type_name(elem)} items, got {v!r}")
         if elem is int and not -INT64 <= v < INT64:
             raise ConfigError(f"setting {name!r} holds 64-bit int items, as numpy and torch take them: in "
                               f"[-2**63, 2**63), got {v!r}")
@@ -346,65 +335,3 @@ def flat(values: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside brackets, braces or quotes."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, ch in enumerate(text):
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-            if depth < 0:
-                raise ConfigError(f"malformed override {text!r}: unbalanced {ch!r}")
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if depth or quote:
-        raise ConfigError(f"malformed override {text!r}: unclosed bracket or quote")
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def parse_value(key: str, raw: str, kind: type, elem: type | None = None) -> Any:
-    """Parse the text `raw` as a `kind` (with `elem` items for lists)."""
-    try:
-        if kind is bool:
-            low = raw.lower()
-            if low in ("true", "1", "yes"):
-                return True
-            if low in ("false", "0", "no"):
-                return False
-            raise ValueError
-        if kind is int:
-            return int(raw)  # digits only ("1_000_000" too): float text such as 1e30 is refused below
-        if kind is float:
-            return float(raw)
-        if kind is str:
-            return raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'" else raw
-        if kind is list:
-            if not (raw.startswith("[") and raw.endswith("]")):
-                raise ValueError
-            inner = raw[1:-1].strip()
-            return [parse_value(key, item, elem) for item in split_top_level(inner)] if inner else []
-    except (ValueError, ConfigError):
-        pass
-    raise ConfigError(f"setting {key!r} expects {_a(kind)}{f' of {_type_name(elem)}' if kind is list else ''}, "
-                      f"could not parse {raw!r}{_whole_number_hint(raw) if kind is int else ''}")
-
-
-def _whole_number_hint(raw: str) -> str:
-    """For float text given to an int setting ("1e6", "2.0"): the whole number to write instead. Float text is not
-    read as an int, as 1e30 became an evaluation of 10^30 episodes that never ended, and 1.5 has no int to become."""
-    try:
-        number = Decimal(raw.strip())
-    except InvalidOperation:
-        return ""
-    if not number.is_finite() or number != number.to_integral_value() or abs(number) >= Decimal(10) ** 40:
-        return ""
-    return f" (write it as a whole number: {int(number)})"

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rl.errors import ConfigError
-from rl.hparams import HParams, flat, split_top_level
+from rl.hparams import HParams, flat
+from rl.overrides import split_top_level
 
 FLAG_SETTINGS = ("env", "seed", "train_steps", "eval_episodes", "test_episodes", "num_workers", "ray_address")
 MACHINE_SETTINGS = ("ray_address",)  # where this invocation runs, not what the run is: never taken from hparams.json

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from rl.errors import ConfigError
-from rl.hparams import HParams, split_top_level
+from rl.hparams import HParams
+from rl.overrides import split_top_level
 from rl.registry import hparams as sets
 
 

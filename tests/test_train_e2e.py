@@ -118,8 +118,10 @@ def test_sigterm_during_a_periodic_evaluation_gives_it_up_checkpoints_and_exits(
     out = tmp_path / "run"
     extra = FAST.replace("checkpoint_interval=200", "checkpoint_interval=10000000").replace("log_interval=100",
                                                                                             "log_interval=20")
-    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=extra)]
-    cmd[cmd.index("--eval_episodes") + 1] = "10000"  # the first evaluation (step 200) outlasts the test
+    # the first evaluation (step 200) outlasts the test: 10,000 games of MountainCar, each 200 steps for an untrained
+    # policy (CartPole's end in about 9, and 10,000 of them took 3 s on an idle core)
+    cmd = [sys.executable, "train.py", *train_args(out, steps=10_000_000, extra=extra), "--env", "MountainCar-v0"]
+    cmd[cmd.index("--eval_episodes") + 1] = "10000"
     progress = out / "progress.csv"
 
     def evaluating() -> bool:  # a row every 20 steps up to 180, none during the evaluation at 200

@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 
 from rl.errors import ConfigError
-from rl.hparams import split_top_level
+from rl.overrides import split_top_level
 from rl.resolve import check_assembly, resolve_hparams
 from rl.tune import study as studies
 from rl.tune.space import Param, format_value, parse_space

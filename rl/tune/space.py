@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rl.errors import ConfigError
-from rl.hparams import HParams, Range, split_top_level
+from rl.hparams import HParams, Range
+from rl.overrides import split_top_level
 from rl.registry import closest
 
 RANGES = ("uniform", "loguniform", "intuniform")
