@@ -18,14 +18,13 @@ construction and our final 1-episode evaluation included), and the ratio ours / 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from common import last_json_line, print_table, run_process
+from common import last_json_line, print_table, run_ours, run_process
 
 SETS = {"sac": "sac_halfcheetah_bullet", "td3": "td3_halfcheetah_bullet"}
 
@@ -42,17 +41,6 @@ start = time.perf_counter()
 model.learn(steps)
 print(json.dumps({"train_s": time.perf_counter() - start}))
 """
-
-
-def ours(set_name: str, seed: int, steps: int, starts: int, threads: int, override: str, out: Path, env_id: str,
-         device: str) -> dict:
-    values = ",".join(x for x in [f"learning_starts={starts}", "eval_interval=0", f"torch_threads={threads}",
-                                  f"env={env_id}", f"device={device}", override] if x)
-    res = run_process([sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed",
-                       str(seed), "--train_steps", str(steps), "--eval_episodes", "1", "--hparam_override", values])
-    with (out / "progress.csv").open() as f:
-        train_s = float(list(csv.DictReader(f))[-1]["wall_time_s"])
-    return {"train_s": train_s, "wall_s": res["wall_s"]}
 
 
 def sb3(algo: str, seed: int, steps: int, starts: int, threads: int, env_id: str, device: str) -> dict:
@@ -88,7 +76,7 @@ def main() -> None:
                     order = ("rl", "sb3") if r % 2 == 0 else ("sb3", "rl")  # take turns going first
                     for impl in order:
                         if impl == "rl":
-                            pair[impl] = ours(SETS[algo], args.seed, args.steps, args.learning_starts, threads,
+                            pair[impl] = run_ours(SETS[algo], args.seed, args.steps, args.learning_starts, threads,
                                               args.override, Path(tmp) / f"{algo}_{threads}_{r}", args.env,
                                               args.device)
                         else:

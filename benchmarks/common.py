@@ -4,6 +4,7 @@ memory (the child's max RSS from wait4), and print a table with our/peer ratios.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -26,6 +27,19 @@ def run_process(cmd: list[str], env: dict | None = None) -> dict:
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"command failed: {' '.join(cmd)}\n{out[-3000:]}")
     return {"wall_s": wall, "peak_rss_mib": usage.ru_maxrss / 1024, "kernel_s": usage.ru_stime, "stdout": out}
+
+
+def run_ours(set_name: str, seed: int, steps: int, starts: int, threads: int, override: str, out: Path, env_id: str,
+             device: str) -> dict:
+    """Our `set_name` through train.py as a whole process, learning from step `starts`, without periodic
+    evaluations: the training loop's seconds (progress.csv's last wall time) and the process's."""
+    values = ",".join(x for x in [f"learning_starts={starts}", "eval_interval=0", f"torch_threads={threads}",
+                                  f"env={env_id}", f"device={device}", override] if x)
+    res = run_process([sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed",
+                       str(seed), "--train_steps", str(steps), "--eval_episodes", "1", "--hparam_override", values])
+    with (out / "progress.csv").open() as f:
+        train_s = float(list(csv.DictReader(f))[-1]["wall_time_s"])
+    return {"train_s": train_s, "wall_s": res["wall_s"]}
 
 
 def last_json_line(text: str) -> dict:

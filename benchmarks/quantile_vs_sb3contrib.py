@@ -21,14 +21,13 @@ matmul_precision=highest` runs it in fp32.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from common import last_json_line, print_table, run_process
+from common import last_json_line, print_table, run_ours, run_process
 
 SETS = {"qrdqn": "qrdqn_cartpole", "tqc": "tqc_pendulum"}
 DEFAULT_STEPS = {"qrdqn": 10_000, "tqc": 3_000}
@@ -58,17 +57,6 @@ start = time.perf_counter()
 model.learn(steps)
 print(json.dumps({"train_s": time.perf_counter() - start}))
 """
-
-
-def ours(set_name: str, seed: int, steps: int, starts: int, threads: int, override: str, out: Path, env_id: str,
-         device: str) -> dict:
-    values = ",".join(x for x in [f"learning_starts={starts}", "eval_interval=0", f"torch_threads={threads}",
-                                  f"env={env_id}", f"device={device}", override] if x)
-    res = run_process([sys.executable, "train.py", "--hparams", set_name, "--output_dir", str(out), "--seed",
-                       str(seed), "--train_steps", str(steps), "--eval_episodes", "1", "--hparam_override", values])
-    with (out / "progress.csv").open() as f:
-        train_s = float(list(csv.DictReader(f))[-1]["wall_time_s"])
-    return {"train_s": train_s, "wall_s": res["wall_s"]}
 
 
 def peer(algo: str, seed: int, steps: int, starts: int, threads: int, env_id: str, device: str) -> dict:
@@ -107,7 +95,7 @@ def main() -> None:
                 for impl in ("rl", "sb3_contrib") if r % 2 == 0 else ("sb3_contrib", "rl"):  # take turns going first
                     if impl == "rl":
                         override = args.tqc_override if algo == "tqc" else args.qrdqn_override
-                        pair[impl] = ours(sets[algo], args.seed, steps, starts, args.threads, override,
+                        pair[impl] = run_ours(sets[algo], args.seed, steps, starts, args.threads, override,
                                           Path(tmp) / f"{algo}_{r}", envs[algo], args.device)
                     else:
                         pair[impl] = peer(algo, args.seed, steps, starts, args.threads, envs[algo], args.device)
