@@ -1,18 +1,22 @@
-"""Stable-Baselines3's SAC and TD3 with our continuous sets' settings: the peer that benchmarks/actor_critic_speed.py,
-step_ceiling.py and sb3_sac_run.py run beside ours. Installed for benchmarks only:
+"""Stable-Baselines3's SAC and TD3, and sb3-contrib's TQC, with our continuous sets' settings: the peer that
+benchmarks/actor_critic_speed.py, step_ceiling.py, quantile_vs_sb3contrib.py and sb3_run.py run beside ours.
+Installed for benchmarks only:
 
     .venv/bin/pip install stable-baselines3 sb3-contrib
 
 SAC as rl-baselines3-zoo's sac.yml (pybullet defaults: gSDE, log_std_init -3, 8 gradient steps every 8 env steps,
 batch 256, 400x300), TD3 as the zoo's scored agent (rl-trained-agents td3/HalfCheetahBulletEnv-v0_1/config.yml: N(0,
 0.1) action noise, one training phase of as many gradient steps as the episode had env steps, batch 100), both behind
-the TimeFeatureWrapper, as `sac_halfcheetah_bullet` and `td3_halfcheetah_bullet` are.
+the TimeFeatureWrapper, as `sac_halfcheetah_bullet` and `td3_halfcheetah_bullet` are. TQC as the zoo's tqc.yml (its
+pybullet defaults are the SAC ones above, with TQC's 2 critics of 25 quantiles, 2 dropped per critic), as
+`tqc_halfcheetah_bullet`.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+from sb3_contrib import TQC
 from sb3_contrib.common.wrappers import TimeFeatureWrapper
 from stable_baselines3 import SAC, TD3
 from stable_baselines3.common.monitor import Monitor
@@ -32,10 +36,12 @@ def make_env(env_id: str) -> gym.Env:
 
 
 def make_model(algo: str, env: gym.Env, seed: int, learning_starts: int | None = None, device: str = "cpu"):
-    """SB3's SAC or TD3 on `env` with the settings above (`learning_starts` overridden when given)."""
+    """SB3's SAC or TD3, or sb3-contrib's TQC, on `env` with the settings above (`learning_starts` overridden when
+    given)."""
     starts = {} if learning_starts is None else {"learning_starts": learning_starts}
-    if algo == "sac":
-        return SAC("MlpPolicy", env, seed=seed, device=device, verbose=0, **{**SAC_SETTINGS, **starts})
+    if algo in ("sac", "tqc"):
+        cls = SAC if algo == "sac" else TQC
+        return cls("MlpPolicy", env, seed=seed, device=device, verbose=0, **{**SAC_SETTINGS, **starts})
     dims = env.action_space.shape[0]
     noise = NormalActionNoise(np.zeros(dims), 0.1 * np.ones(dims))
     return TD3("MlpPolicy", env, action_noise=noise, seed=seed, device=device, verbose=0,

@@ -1,7 +1,9 @@
-"""Stable-Baselines3's SAC with our `sac_halfcheetah_bullet` settings (rl-baselines3-zoo's sac.yml: gSDE, the
-TimeFeatureWrapper, 400x300, batch 256, 8 gradient steps every 8 env steps) as a run folder `python -m rl.report`
-reads beside ours: hparams.json, progress.csv (env_steps, wall_time_s, the mean return of the last 100 training
-episodes, and a greedy evaluation every `--eval_interval` steps, as train.py evaluates) and eval.json at the end.
+"""Stable-Baselines3's SAC, or sb3-contrib's TQC (`--algo tqc`), with our `sac_halfcheetah_bullet` /
+`tqc_halfcheetah_bullet` settings (rl-baselines3-zoo's sac.yml and tqc.yml: gSDE, the TimeFeatureWrapper, 400x300,
+batch 256, 8 gradient steps every 8 env steps; TQC's 2 critics of 25 quantiles, 2 dropped per critic) as a run
+folder `python -m rl.report` reads beside ours: hparams.json, progress.csv (env_steps, wall_time_s, the mean return
+of the last 100 training episodes, and a greedy evaluation every `--eval_interval` steps, as train.py evaluates) and
+eval.json at the end.
 
 It resumes: every `--save_interval` steps it saves the model, its replay buffer and its log's state (each written
 beside, then renamed into place), and the same command continues from there (SB3 resets the env on load, so one training
@@ -10,8 +12,10 @@ ours, one process a core:
 
     .venv/bin/pip install stable-baselines3 sb3-contrib     # the peer, for benchmarks only
     .venv/bin/python train.py --hparams sac_halfcheetah_bullet --seed 0 --train_steps 300000 --output_dir runs/ours_s0 &
-    .venv/bin/python benchmarks/sb3_sac_run.py --seed 0 --steps 300000 --output_dir runs/sb3_s0 &
+    .venv/bin/python benchmarks/sb3_run.py --seed 0 --steps 300000 --output_dir runs/sb3_s0 &
     wait; .venv/bin/python -m rl.report runs/ours_s0 runs/sb3_s0 --output runs/sac_300k_report
+
+The same with `--hparams tqc_halfcheetah_bullet` and `--algo tqc` compares TQC.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sb3_contrib import TQC
 from sb3_peer import SAC_SETTINGS, make_env, make_model
 from stable_baselines3 import SAC
 from stable_baselines3.common.evaluation import evaluate_policy
 
+TQC_DEFAULTS = {"n_critics": 2, "n_quantiles": 25, "top_quantiles_to_drop_per_net": 2}  # sb3-contrib's, unchanged
 COLUMNS = ["env_steps", "wall_time_s", "episode_return_mean", "eval_return_mean", "eval_return_std"]
 
 
@@ -42,6 +48,7 @@ def save(model, out: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algo", default="sac", choices=["sac", "tqc"], help="SB3's SAC or sb3-contrib's TQC")
     p.add_argument("--env", default="HalfCheetahBulletEnv-v0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=300_000)
@@ -54,20 +61,22 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    record = {"hparams_set": f"sb3_sac ({args.env})",
-              "hparams": {"env": args.env, "seed": args.seed, "train_steps": args.steps, "agent": "sb3 SAC",
-                          "time_feature": True, **{k: v for k, v in SAC_SETTINGS.items() if k != "policy_kwargs"}},
+    record = {"hparams_set": f"sb3_{args.algo} ({args.env})",
+              "hparams": {"env": args.env, "seed": args.seed, "train_steps": args.steps,
+                          "agent": f"sb3 {args.algo.upper()}",
+                          "time_feature": True, **{k: v for k, v in SAC_SETTINGS.items() if k != "policy_kwargs"},
+                          **(TQC_DEFAULTS if args.algo == "tqc" else {})},
               "flags": vars(args)}
     (out / "hparams.json").write_text(json.dumps(record, indent=1))
     env, eval_env = make_env(args.env), make_env(args.env)
     state_path, progress = out / "state.json", out / "progress.csv"
     if (out / "model.zip").is_file() and state_path.is_file():
-        model = SAC.load(out / "model.zip", env=env, device="cpu")
+        model = {"sac": SAC, "tqc": TQC}[args.algo].load(out / "model.zip", env=env, device="cpu")
         model.load_replay_buffer(out / "replay.pkl")
         state = json.loads(state_path.read_text())
         print(f"resuming from step {model.num_timesteps}", flush=True)
     else:
-        model = make_model("sac", env, args.seed)
+        model = make_model(args.algo, env, args.seed)
         state = {"wall_time_s": 0.0, "returns": []}
         with progress.open("w", newline="") as f:
             csv.writer(f).writerow(COLUMNS)
