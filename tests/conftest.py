@@ -46,6 +46,25 @@ def fill_rollout(name: str, overrides: str = ""):
     return agent
 
 
+def agent_of(name: str, **settings):
+    """An agent of set `name` with `settings`, built as train.py builds it (seed 0); its env closed."""
+    from rl.envs import make_env
+    from rl.registry import hparams as sets
+    from rl.trainer import build_agent
+
+    hp = sets[name]().update(settings)
+    env = make_env(hp)
+    try:
+        return build_agent(hp, env, seed=0)
+    finally:
+        env.close()
+
+
+@pytest.fixture
+def build():
+    return agent_of
+
+
 @pytest.fixture
 def faulty(tmp_path, monkeypatch):
     """The envs of tests/envs/faulty_envs.py, written into this test's tmp_path and importable (`module:EnvId`)."""

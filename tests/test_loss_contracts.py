@@ -12,12 +12,10 @@ import torch
 
 import hparams  # noqa: F401  (registers the sets)
 import rl
-from rl.envs import make_env
 from rl.errors import ConfigError, RunStopped
 from rl.grad_comp.contracts import CONTRACTS, check_loss
 from rl.registry import ALL, LOSS_KINDS, grad_comp
 from rl.registry import hparams as sets
-from rl.trainer import build_agent
 
 calls: collections.Counter = collections.Counter()  # each loss's calls, by registered name
 
@@ -186,16 +184,7 @@ def test_prioritized_replay_refuses_a_td_loss_without_td_error(tmp_path):
         assert all(torch.equal(a, b) for a, b in zip(before, run.agent.q.parameters()))
 
 
-def build(set_name: str, **settings):
-    hp = sets[set_name]().update(settings)
-    env = make_env(hp)
-    try:
-        return build_agent(hp, env, seed=0)
-    finally:
-        env.close()
-
-
-def test_what_a_loss_declares_is_what_its_agent_does():
+def test_what_a_loss_declares_is_what_its_agent_does(build):
     """A distributional TD loss needs a distributional network, whatever its name; a loss of kind vtrace has the
     on-policy agents compute V-trace targets, whatever its name. Bug caught: the agents telling losses apart by
     their names (`"c51" in hp.grad_comp`, `grad_comp == "vtrace"`) or by attributes on the function."""

@@ -82,19 +82,7 @@ def test_the_actor_maximises_the_mean_of_every_atom():
 
 
 # ---------------------------------------------------------------------------------------------------- the agent
-def build(name: str, **values):
-    from rl.envs import make_env
-    from rl.trainer import build_agent
-
-    hp = sets[name]().update(values)
-    env = make_env(hp)
-    try:
-        return build_agent(hp, env, seed=0)
-    finally:
-        env.close()
-
-
-def test_quantile_critics_are_batched_and_the_agent_learns_from_them():
+def test_quantile_critics_are_batched_and_the_agent_learns_from_them(build):
     agent = build("tqc_pendulum", hidden_sizes=[16, 16], batch_size=8, learning_starts=10, buffer_size=100)
     obs, actions = torch.zeros(5, 3), torch.zeros(5, 1)
     assert agent.critic(obs, actions).shape == (2, 5, 25)
@@ -116,7 +104,7 @@ def test_quantile_critics_are_batched_and_the_agent_learns_from_them():
     ({"top_quantiles_to_drop_per_net": 25}, "top_quantiles_to_drop_per_net must lie in"),
     ({"grad_comp": "sac"}, "use grad_comp=tqc"),
 ])
-def test_the_agent_refuses_what_would_break_its_loss(values, message):
+def test_the_agent_refuses_what_would_break_its_loss(values, message, build):
     """Bug caught: SAC's loss fed [K, B, N] atoms (it would broadcast them into a wrong loss, or fail mid-run), a
     truncation that keeps nothing, or a loss that cannot take the drop count (a TypeError at the first update)."""
     with pytest.raises(ConfigError, match=message):

@@ -109,19 +109,7 @@ def test_double_qrdqn_lets_the_online_network_pick():
     assert torch.isclose(loss, torch.tensor(0.4375))
 
 
-def build(name: str, **values):
-    from rl.envs import make_env
-    from rl.trainer import build_agent
-
-    hp = sets[name]().update(values)
-    env = make_env(hp)
-    try:
-        return build_agent(hp, env, seed=0)
-    finally:
-        env.close()
-
-
-def test_the_dqn_agent_refuses_networks_the_loss_cannot_read():
+def test_the_dqn_agent_refuses_networks_the_loss_cannot_read(build):
     """Bug caught: the quantile losses registered without their declaration, so that `model=q_network` starts and
     fails at the first update with an AttributeError."""
     with pytest.raises(ConfigError, match="model=quantile_network"):
