@@ -8,6 +8,14 @@ leaves the maximum learns nothing) and the value head's explained variance, at e
 agent step at which the 100-game mean reached each of `--thresholds`. "As fast per agent step" means reaching each
 threshold at no more steps than `ppo_atari`.
 
+Beside each first step, the wall time the run had taken to reach it (its progress.csv's `wall_time_s`, summed over
+its sittings): the comparison per wall minute, which means something only between runs on the same machine with the
+same company on its cores. `--override SET SETTINGS` passes `--hparam_override SETTINGS` to one set's run, e.g. to
+keep a 10M-step set's exploration schedule in absolute steps at a shorter `--steps`:
+
+    nice python benchmarks/pong_learning.py --sets dqn_atari qrdqn_atari --seed 0 --parallel --output_dir runs/pong_q \
+        --override dqn_atari exploration_fraction=0.5 --override qrdqn_atari exploration_fraction=0.125
+
 Runs resume: the same `--output_dir` continues each run where it stopped (train.py resumes from its newest
 checkpoint), so a long comparison can be built up over several sittings; `--report_only` prints the table of what is
 there. `--parallel` runs the sets at the same time (they share the cores: fair per agent step, slower per set).
@@ -57,6 +65,7 @@ def summarize(rows: list[dict], every: int, thresholds: list[float]) -> dict:
     step at which the 100-game mean score reached each threshold."""
     points: dict[int, dict] = {}
     first: dict[float, int | None] = {t: None for t in thresholds}
+    first_wall: dict[float, float | None] = {t: None for t in thresholds}
     for row in rows:
         step = int(float(row["env_steps"]))
         score = value(row, "game_score_mean")
@@ -67,9 +76,17 @@ def summarize(rows: list[dict], every: int, thresholds: list[float]) -> dict:
                             "games": value(row, "games")}
         for t in thresholds:
             if first[t] is None and score is not None and score >= t:
-                first[t] = step
+                first[t], first_wall[t] = step, value(row, "wall_time_s")
     last = int(float(rows[-1]["env_steps"])) if rows else 0
-    return {"points": points, "first_step_at": first, "last_step": last}
+    return {"points": points, "first_step_at": first, "first_wall_s_at": first_wall, "last_step": last}
+
+
+def reached(summary: dict, threshold: float) -> str:
+    """'1,234,567 (27.0 min)': the first step at the threshold and the wall time it had taken, or 'not by N'."""
+    step, wall = summary["first_step_at"][threshold], summary["first_wall_s_at"][threshold]
+    if step is None:
+        return f"not by {summary['last_step']:,}"
+    return f"{step:,}" + ("" if wall is None else f" ({wall / 60:.1f} min)")
 
 
 def main() -> None:
@@ -82,6 +99,8 @@ def main() -> None:
     p.add_argument("--output_dir", default=str(Path.home() / "pong_learning"))
     p.add_argument("--parallel", action="store_true", help="run the sets at the same time")
     p.add_argument("--report_only", action="store_true")
+    p.add_argument("--override", nargs=2, action="append", default=[], metavar=("SET", "SETTINGS"),
+                   help="--hparam_override SETTINGS for SET's run (repeatable)")
     args = p.parse_args()
     out = Path(args.output_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
@@ -90,6 +109,8 @@ def main() -> None:
         for name in args.sets:
             cmd = [sys.executable, "train.py", "--hparams", name, "--output_dir", str(out / name), "--seed",
                    str(args.seed), "--train_steps", str(args.steps), "--eval_episodes", "3"]
+            overrides = ",".join(settings for set_name, settings in args.override if set_name == name)
+            cmd += ["--hparam_override", overrides] if overrides else []
             log = open(out / f"{name}.log", "a")
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
             procs.append((name, proc))
@@ -113,10 +134,8 @@ def main() -> None:
         return
     print("100-game mean score / entropy / explained variance at each step:")
     print_table(rows, ["agent steps", *args.sets])
-    print("first agent step at which the 100-game mean score reached:")
-    firsts = [{"score": f"{t:+.0f}", **{n: f"{report[n]['first_step_at'][t]:,}" if report[n]["first_step_at"][t]
-                                         else f"not by {report[n]['last_step']:,}" for n in args.sets}}
-              for t in args.thresholds]
+    print("first agent step (and wall time) at which the 100-game mean score reached:")
+    firsts = [{"score": f"{t:+.0f}", **{n: reached(report[n], t) for n in args.sets}} for t in args.thresholds]
     print_table(firsts, ["score", *args.sets])
 
 if __name__ == "__main__":
