@@ -142,8 +142,9 @@ def base() -> HParams:
     d = hp.section("system")
     d("device", "cpu", "torch device: cpu, cuda, cuda:1 ... (auto: cuda when available)",
       bound=where(is_device_name, DEVICE_NAMES))
-    d("precision", "fp32", "fp32, or bf16: on-policy agents run forward passes under bfloat16 autocast (weights, "
-      "gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 elsewhere)",
+    d("precision", "fp32", "fp32, or bf16: the DQN family, PQN, the on-policy agents and IMPALA run their torsos under "
+      "bfloat16 autocast (heads, weights, gradients and losses stay fp32; CUDA or CPUs with AVX-512 BF16/AMX, fp32 "
+      "elsewhere; DDPG, TD3, SAC and TQC have matmul_precision)",
       bound=one_of("fp32", "bf16"))
     d("torch_threads", 1, "threads for torch's intra-op pool, numpy's BLAS and OpenCV (small networks: 1 is fastest)",
       bound=at_least(1))

@@ -75,7 +75,7 @@ class DQN(RowSource, Agent):
         n, mask = num_rows(obs), action_mask(obs, getattr(self.q, "mask_key", None))
 
         def q_values() -> torch.Tensor:
-            with torch.inference_mode():
+            with torch.inference_mode(), self.autocast():  # the torso in bf16 with precision=bf16, the head in fp32
                 return self.q(self.to_tensor(obs))
 
         if deterministic and self.noisy:  # evaluate with the mean weights
@@ -127,7 +127,8 @@ class DQN(RowSource, Agent):
                 self.q.reset_noise()
                 self.target.reset_noise()
             ahead = {} if target is None else {"target": target}  # only a loss with a `targets` hook takes them
-            loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics, **ahead)
+            with self.autocast():  # the torsos' forward passes in bf16 with precision=bf16; heads and loss in fp32
+                loss, info = self.loss_fn(self.q, self.target, batch, hp.loss, diagnostics=diagnostics, **ahead)
             if prioritized and "td_error" not in info:  # before any weight moves
                 raise RunStopped(no_per_sample_error(hp.grad_comp, hp.memory))
             self.optimizer.zero_grad()
@@ -156,7 +157,9 @@ class DQN(RowSource, Agent):
                 yield self.memory.sample(batch_size), None
             return
         whole = self.memory.sample(batch_size * steps)
-        yield from zip(whole.split(batch_size), targets_fn(self.target, whole).split(batch_size))
+        with self.autocast():
+            targets = targets_fn(self.target, whole)
+        yield from zip(whole.split(batch_size), targets.split(batch_size))
 
     def settings_changed(self, values: dict) -> None:
         if "lr" in values:

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from rl.errors import ConfigError
 from rl.models.multi_input import legal, mask_key
 from rl.models.noisy import NoisyMixin, linear
-from rl.models.q_network import noisy_settings, num_actions
+from rl.models.q_network import fp32_head, noisy_settings, num_actions
 from rl.registry import models
 
 
@@ -68,7 +68,7 @@ class C51Network(NoisyMixin, nn.Module):
 
     def log_probs(self, obs: torch.Tensor) -> torch.Tensor:
         """log p(z_i | s, a): [B, A, atoms]."""
-        return F.log_softmax(self.head(self.torso(obs)), dim=-1)
+        return F.log_softmax(fp32_head(self.head, self.torso(obs)), dim=-1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q(s, a) = E[Z(s, a)]: [B, A], the illegal actions' at the lowest float."""

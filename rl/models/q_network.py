@@ -38,6 +38,15 @@ class DuelingHead(nn.Module):
         return self.value.forward(features) + adv - adv.mean(dim=-1, keepdim=True)
 
 
+def fp32_head(head: nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """The head on `features`, in fp32 even under bf16 autocast (`precision=bf16` speeds up the torso): TD targets,
+    action gaps and the distributional losses need more than bf16's 8 mantissa bits, and the head costs little."""
+    if not torch.is_autocast_enabled(features.device.type):
+        return head.forward(features)  # .forward: skips nn.Module call overhead
+    with torch.autocast(features.device.type, enabled=False):
+        return head.forward(features.float())
+
+
 def num_actions(action_space) -> int:
     if not hasattr(action_space, "n"):
         raise ConfigError(f"Q networks need a Discrete action space, the env has {action_space}")
@@ -73,5 +82,5 @@ class QNetwork(NoisyMixin, nn.Module):
         return legal(values, obs, self.mask_key)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        q = self.head.forward(self.torso.forward(obs))  # .forward: skips nn.Module call overhead
+        q = fp32_head(self.head, self.torso.forward(obs))
         return q if self.mask_key is None else mask_out(q, obs[self.mask_key])

@@ -18,7 +18,7 @@ from rl.errors import ConfigError
 from rl.models.continuous import QCritics, _box_dims
 from rl.models.multi_input import legal, mask_key
 from rl.models.noisy import NoisyMixin, linear
-from rl.models.q_network import noisy_settings, num_actions
+from rl.models.q_network import fp32_head, noisy_settings, num_actions
 from rl.registry import models
 
 
@@ -73,7 +73,7 @@ class QuantileNetwork(NoisyMixin, nn.Module):
 
     def quantiles(self, obs: torch.Tensor) -> torch.Tensor:
         """theta_i(s, a), the atoms in the order of their fractions tau_i: [B, A, N]."""
-        return self.head.forward(self.torso.forward(obs))
+        return fp32_head(self.head, self.torso.forward(obs))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q(s, a), the atoms' mean: [B, A], the illegal actions' at the lowest float."""
