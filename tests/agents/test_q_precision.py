@@ -21,6 +21,7 @@ def test_the_heads_stay_fp32_under_autocast(name):
     hp = sets[name]()
     from gymnasium.spaces import Box, Discrete
 
+    torch.manual_seed(0)
     net = models[hp.model].build(hp, Box(-1, 1, (4,), np.float32), Discrete(2))
     obs = torch.randn(8, 4)
     with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
@@ -28,7 +29,7 @@ def test_the_heads_stay_fp32_under_autocast(name):
         outputs = [net(obs)] + [getattr(net, f)(obs) for f in ("quantiles", "log_probs") if hasattr(net, f)]
     assert all(out.dtype == torch.float32 for out in outputs)
     with torch.no_grad():
-        assert torch.allclose(net(obs), outputs[0], atol=0.05)  # the same values, to bf16's precision
+        assert torch.allclose(net(obs), outputs[0], rtol=0.02, atol=0.02)  # the same values, to bf16's precision
 
 
 def torso_dtypes(agent) -> list[torch.dtype]:
