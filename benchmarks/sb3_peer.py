@@ -29,6 +29,9 @@ TD3_SETTINGS = dict(learning_rate=1e-3, buffer_size=200_000, learning_starts=10_
                     train_freq=(1, "episode"), gradient_steps=-1, policy_kwargs=dict(net_arch=[400, 300]))
 
 
+ALGOS = {"sac": SAC, "td3": TD3, "tqc": TQC}  # the peer's class of each algorithm, for making and for loading
+
+
 def make_env(env_id: str) -> gym.Env:
     if "Bullet" in env_id:
         import pybullet_envs_gymnasium  # noqa: F401  (registers the PyBullet ids)
@@ -40,8 +43,7 @@ def make_model(algo: str, env: gym.Env, seed: int, learning_starts: int | None =
     given)."""
     starts = {} if learning_starts is None else {"learning_starts": learning_starts}
     if algo in ("sac", "tqc"):
-        cls = SAC if algo == "sac" else TQC
-        return cls("MlpPolicy", env, seed=seed, device=device, verbose=0, **{**SAC_SETTINGS, **starts})
+        return ALGOS[algo]("MlpPolicy", env, seed=seed, device=device, verbose=0, **{**SAC_SETTINGS, **starts})
     dims = env.action_space.shape[0]
     noise = NormalActionNoise(np.zeros(dims), 0.1 * np.ones(dims))
     return TD3("MlpPolicy", env, action_noise=noise, seed=seed, device=device, verbose=0,

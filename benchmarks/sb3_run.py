@@ -29,9 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sb3_contrib import TQC
-from sb3_peer import SAC_SETTINGS, make_env, make_model
-from stable_baselines3 import SAC
+from sb3_peer import ALGOS, SAC_SETTINGS, make_env, make_model
 from stable_baselines3.common.evaluation import evaluate_policy
 
 TQC_DEFAULTS = {"n_critics": 2, "n_quantiles": 25, "top_quantiles_to_drop_per_net": 2}  # sb3-contrib's, unchanged
@@ -71,7 +69,7 @@ def main() -> None:
     env, eval_env = make_env(args.env), make_env(args.env)
     state_path, progress = out / "state.json", out / "progress.csv"
     if (out / "model.zip").is_file() and state_path.is_file():
-        model = {"sac": SAC, "tqc": TQC}[args.algo].load(out / "model.zip", env=env, device="cpu")
+        model = ALGOS[args.algo].load(out / "model.zip", env=env, device="cpu")
         model.load_replay_buffer(out / "replay.pkl")
         state = json.loads(state_path.read_text())
         print(f"resuming from step {model.num_timesteps}", flush=True)

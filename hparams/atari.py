@@ -79,6 +79,6 @@ def dqn_atari() -> HParams:
     hp.eval_interval = 250_000
     hp.checkpoint_interval = 250_000
     # the CNN under bf16 autocast in NHWC where the hardware has it, as the other Pong sets (the Q head, TD targets
-    # and loss stay fp32; rl-baselines3-zoo trains in fp32): a gradient step 1.4-1.8x faster on AMX
+    # and loss stay fp32; rl-baselines3-zoo trains in fp32): a gradient step 1.7x faster on AMX (docs/performance.md)
     hp.precision, hp.channels_last = "bf16", True
     return hp
