@@ -185,13 +185,22 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
         return self.policy.log_prob(params, batch.actions), entropy, values
 
     def update(self) -> dict:
-        """Learn from a full rollout: fill its targets, then `epochs` epochs of minibatch gradient steps, stopped
-        early where the policy moved past `target_kl`."""
+        """Learn from a full rollout: each of `minibatch_gradients`' gradients (the targets, then `epochs` epochs of
+        minibatches, stopped early where the policy moved past `target_kl`), clipped and stepped."""
         if not self.memory.full:
             return {}
+        for gradient in self.minibatch_gradients():
+            self._apply(gradient)  # clipped by global norm, then the optimizer's step
+        return self.finish_update()
+
+    def minibatch_gradients(self):
+        """The update's gradients, one a minibatch: the targets, then epoch by epoch autograd's gradient of the
+        registered loss on each minibatch, in the optimizer's flat buffer; it ends early where the policy moved past
+        `target_kl`. `update()` steps on each in turn; a gradient worker (rl/parallel/roles.py) ships each to the
+        learner instead."""
         hp = self.hp
         self.begin_update()
-        batches, past_target_kl = None, False
+        batches = None
         for epoch in range(hp.epochs):
             batches = self._epoch_batches(batches)
             self.epochs_run = epoch + 1
@@ -199,13 +208,10 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
                 last = epoch == hp.epochs - 1 and i == len(batches) - 1  # the logged diagnostics are the last step's
                 loss, past_target_kl = self.minibatch_loss(batch, diagnostics=hp.target_kl > 0 or last)
                 if past_target_kl:
-                    break  # the early stop: the policy moved far enough
+                    return  # the early stop: the policy moved far enough
                 self.optimizer.zero_grad()
                 loss.backward()
-                self._apply(self.optimizer.grad)  # clipped by global norm, then the optimizer's step
-            if past_target_kl:
-                break
-        return self.finish_update()
+                yield self.optimizer.grad
 
     def begin_update(self) -> None:
         """This update's learning rate and clip range (their schedules at this step), and the rollout's targets."""
@@ -302,25 +308,6 @@ class OnPolicyAgent(RolloutSource, GradientSource, Agent):
         return info
 
     # ------------------------------------------------------------------ gradient workers (GradientSource)
-    def minibatch_gradients(self):
-        """`update()`'s loop for a gradient worker (rl/parallel/roles.py), which ships each minibatch's gradient where
-        `update()` steps: the targets, then epoch by epoch autograd's gradient of the registered loss on each
-        minibatch, in the optimizer's flat buffer; it ends early where the policy moved past `target_kl`."""
-        hp = self.hp
-        self.begin_update()
-        batches = None
-        for epoch in range(hp.epochs):
-            batches = self._epoch_batches(batches)
-            self.epochs_run = epoch + 1
-            for i, batch in enumerate(batches):
-                last = epoch == hp.epochs - 1 and i == len(batches) - 1  # the logged diagnostics are the last step's
-                loss, past_target_kl = self.minibatch_loss(batch, diagnostics=hp.target_kl > 0 or last)
-                if past_target_kl:
-                    return  # the early stop: the policy moved far enough
-                self.optimizer.zero_grad()
-                loss.backward()
-                yield self.optimizer.grad
-
     def gradient_size(self) -> int:
         return self.optimizer.grad.numel()
 
