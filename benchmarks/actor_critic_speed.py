@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from common import last_json_line, print_table, run_ours, run_process
+from common import last_json_line, median_range, print_table, run_ours, run_process
 
 SETS = {"sac": "sac_halfcheetah_bullet", "td3": "td3_halfcheetah_bullet"}
 
@@ -47,10 +46,6 @@ def sb3(algo: str, seed: int, steps: int, starts: int, threads: int, env_id: str
     res = run_process([sys.executable, "-c", SB3_SCRIPT, algo, str(seed), str(steps), str(starts), str(threads), env_id,
                        device])
     return {"train_s": last_json_line(res["stdout"])["train_s"], "wall_s": res["wall_s"]}
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} [{min(values):.1f}-{max(values):.1f}]"
 
 
 def main() -> None:
@@ -91,9 +86,9 @@ def main() -> None:
         rate = {k: [args.steps / p[k]["train_s"] for p in pairs] for k in ("rl", "sb3")}
         whole = {k: [args.steps / p[k]["wall_s"] for p in pairs] for k in ("rl", "sb3")}
         rows.append({"set": SETS[algo], "threads": threads, "rounds": len(pairs),
-                     "rl steps/s": spread(rate["rl"]), "sb3 steps/s": spread(rate["sb3"]),
-                     "ratio": spread([a / b for a, b in zip(rate["rl"], rate["sb3"])]),
-                     "whole-process ratio": spread([a / b for a, b in zip(whole["rl"], whole["sb3"])])})
+                     "rl steps/s": median_range(rate["rl"]), "sb3 steps/s": median_range(rate["sb3"]),
+                     "ratio": median_range([a / b for a, b in zip(rate["rl"], rate["sb3"])]),
+                     "whole-process ratio": median_range([a / b for a, b in zip(whole["rl"], whole["sb3"])])})
     print(f"\n{args.env} on {args.device}, {args.steps} env steps, learning from step {args.learning_starts}; "
           f"ours {args.override or 'as set'}; median [min-max] over rounds")
     print_table(rows, list(rows[0]))

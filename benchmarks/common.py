@@ -7,6 +7,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -48,6 +49,11 @@ def last_json_line(text: str) -> dict:
         if line.startswith("{"):
             return json.loads(line)
     raise ValueError(f"no JSON result in output:\n{text[-2000:]}")
+
+
+def median_range(values: list[float]) -> str:
+    """'median [min-max]' of a benchmark's rounds."""
+    return f"{statistics.median(values):.1f} [{min(values):.1f}-{max(values):.1f}]"
 
 
 def print_table(rows: list[dict], columns: list[str]) -> None:

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from common import last_json_line, print_table, run_ours, run_process
+from common import last_json_line, median_range, print_table, run_ours, run_process
 
 SETS = {"qrdqn": "qrdqn_cartpole", "tqc": "tqc_pendulum"}
 DEFAULT_STEPS = {"qrdqn": 10_000, "tqc": 3_000}
@@ -63,10 +62,6 @@ def peer(algo: str, seed: int, steps: int, starts: int, threads: int, env_id: st
     res = run_process([sys.executable, "-c", PEER_SCRIPT, algo, str(seed), str(steps), str(starts), str(threads),
                        env_id, device])
     return {"train_s": last_json_line(res["stdout"])["train_s"], "wall_s": res["wall_s"]}
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} [{min(values):.1f}-{max(values):.1f}]"
 
 
 def main() -> None:
@@ -108,9 +103,9 @@ def main() -> None:
         rate = {k: [p["steps"] / p[k]["train_s"] for p in pairs] for k in ("rl", "sb3_contrib")}
         whole = {k: [p["steps"] / p[k]["wall_s"] for p in pairs] for k in ("rl", "sb3_contrib")}
         rows.append({"set": sets[algo], "env": envs[algo], "steps": pairs[0]["steps"], "rounds": len(pairs),
-                     "rl steps/s": spread(rate["rl"]), "sb3-contrib steps/s": spread(rate["sb3_contrib"]),
-                     "ratio": spread([a / b for a, b in zip(rate["rl"], rate["sb3_contrib"])]),
-                     "whole-process ratio": spread([a / b for a, b in zip(whole["rl"], whole["sb3_contrib"])])})
+                     "rl steps/s": median_range(rate["rl"]), "sb3-contrib steps/s": median_range(rate["sb3_contrib"]),
+                     "ratio": median_range([a / b for a, b in zip(rate["rl"], rate["sb3_contrib"])]),
+                     "whole-process ratio": median_range([a / b for a, b in zip(whole["rl"], whole["sb3_contrib"])])})
     overrides = "".join(f", {k} {v}" for k, v in (("qrdqn", args.qrdqn_override), ("tqc", args.tqc_override)) if v)
     print(f"\non {args.device}, {args.threads} torch thread(s); ours as set{overrides}; ratio = ours / "
           f"sb3-contrib, median [min-max] over rounds")
