@@ -21,6 +21,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replications for the intervals (default 2000)")
     p.add_argument("--at", type=int, nargs="+", default=[], metavar="STEP",
                    help="agent steps at which to take the aggregates too (fixed budgets), beside the final ones")
+    p.add_argument("--ignore", nargs="+", default=[], metavar="SETTING",
+                   help="settings that do not set runs apart into lines, e.g. train_steps where a longer run's "
+                        "first steps are a shorter run's (no schedule of the set reads it); compare them --at a step")
     p.add_argument("--keep", type=Path, metavar="DIR",
                    help="also copy each run's record (hparams.json, progress.csv, eval.json; no checkpoints) into "
                         "DIR, so the report can be rebuilt from DIR once the run folders are gone")
@@ -37,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--reps must be at least 100 for a 95% interval, got {args.reps}")
         if any(step <= 0 for step in args.at):
             raise ConfigError(f"--at takes agent steps above 0, got {min(args.at)}")
-        write_report(args.paths, args.output, quiet=args.quiet, reps=args.reps, at=tuple(sorted(set(args.at))))
+        write_report(args.paths, args.output, quiet=args.quiet, reps=args.reps, at=tuple(sorted(set(args.at))),
+                     ignore=tuple(args.ignore))
         if args.keep:
             from rl.report.keep import keep_records
 

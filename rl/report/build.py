@@ -103,11 +103,18 @@ def _score_matrix(columns: list[list[float]]) -> tuple[np.ndarray, int]:
     return np.array([c[:fewest] for c in columns], dtype=float).T, sum(len(c) - fewest for c in columns)
 
 
-def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = ()) -> tuple[dict, list[Line], dict]:
+def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = (),
+            ignore: frozenset[str] = frozenset()) -> tuple[dict, list[Line], dict]:
     """The summary dict (numbers only, JSON-ready), the lines, and the curves for drawing; `at`: agent steps at which
-    the aggregates are also taken (fixed budgets), beside the final ones."""
-    lines = group_lines(runs)
+    the aggregates are also taken (fixed budgets), beside the final ones; `ignore`: settings that do not set runs
+    apart into lines."""
+    lines = group_lines(runs, ignore)
     notes: list[str] = []
+    for number, line in enumerate(lines, 1):
+        if len(budgets := sorted({run.train_steps for run in line.runs if run.train_steps})) > 1:
+            notes.append(f"line {number} ({line.label}): its runs trained for different budgets "
+                         f"({', '.join(str(b) for b in budgets)} steps; train_steps ignored), so its final mean mixes "
+                         f"them; its aggregates compare its runs at {budgets[0]} steps")
     run_rows, line_rows, drawn = [], [], {}
     single: list[str] = []  # the numbers of the lines of one run
     for number, line in enumerate(lines, 1):
@@ -120,7 +127,7 @@ def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = ()) -> tupl
         drawn[line.label] = {"runs": runs_xy, "mean": means, "key": number, "control": _control_marks(line)}
         line_rows.append({
             "key": number, "label": line.label, "method": line.method, "hparams_set": line.hparams_set, "env": line.env,
-            "settings": line.settings, "train_steps": line.runs[0].train_steps, "runs": [r.name for r in line.runs],
+            "settings": line.settings, "train_steps": _budget(line), "runs": [r.name for r in line.runs],
             "copies": len(line.runs),
             "scored_copies": len(finals), "finished_copies": sum(r.finished for r in line.runs),
             "final_mean": _num(np.mean(finals)) if finals else None,
@@ -183,6 +190,11 @@ def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = ()) -> tupl
     return summary, lines, drawn
 
 
+def _budget(line: Line) -> int | None:
+    """A line's training budget: its runs' train_steps, the least where `ignore` let several into one line."""
+    return min((run.train_steps for run in line.runs if run.train_steps), default=line.runs[0].train_steps)
+
+
 def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) -> tuple[dict, str, int | None]:
     """The lines' scores on one env for the aggregates: their final evaluations, or, where the lines trained for
     different budgets or a line has no finished run yet, every run's latest evaluation at the smallest budget or
@@ -191,8 +203,7 @@ def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) 
     final evaluation). `numbers`: each line's number on the page, for the note."""
     counted = {line.label: [run for run in counted_runs(line) if run.final_score()[0] is not None]
                for line in members}
-    budgets = {line.label: line.runs[0].train_steps for line in members}
-    known = {b for b in budgets.values() if b}
+    known = {run.train_steps for line in members for run in line.runs if run.train_steps}
     reached = {run.name: run.final_score()[1] for runs in counted.values() for run in runs if not run.finished}
     if len(known) < 2 and not reached:
         matrix = {label: np.array([[run.final_score()[0]] for run in runs]) for label, runs in counted.items()}
@@ -206,8 +217,10 @@ def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) 
             matrix[label] = np.array([[v] for v in values if v is not None])
     why = []
     if len(known) > 1:
+        spans = {line.label: sorted({run.train_steps for run in line.runs if run.train_steps}) for line in members}
         why.append("the lines trained for different budgets (" + ", ".join(
-            f"line {numbers[label]}: {b} steps" for label, b in budgets.items()) + ")")
+            f"line {numbers[label]}: {' to '.join(str(b) for b in sorted({span[0], span[-1]}))} steps"
+            for label, span in spans.items() if span) + ")")
     if reached:
         why.append("unfinished runs are compared where they are (" + ", ".join(
             f"{name}: evaluated at step {step}" for name, step in reached.items()) + ")")
@@ -315,10 +328,11 @@ def draw(summary: dict, lines: list[Line], drawn: dict, output: Path) -> dict:
 
 
 def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int = 2000,
-                 at: tuple[int, ...] = ()) -> dict:
+                 at: tuple[int, ...] = (), ignore: tuple[str, ...] = ()) -> dict:
     """Read the runs under `paths`, write `output/index.html`, `output/summary.json` and the figures, with the
-    aggregates also at the agent steps `at`; return the summary. No runs at all, a path that does not exist or an
-    output that is a file: ConfigError."""
+    aggregates also at the agent steps `at`, and the settings `ignore` not setting runs apart into lines; return the
+    summary. No runs at all, a path that does not exist, an output that is a file or a setting to ignore that no
+    run has: ConfigError."""
     from rl.report.page import write_page
 
     paths = [Path(p) for p in paths]
@@ -328,12 +342,15 @@ def write_report(paths: list[Path], output: Path, quiet: bool = False, reps: int
     if not runs:
         raise ConfigError(f"no runs found in {', '.join(str(p) for p in paths)} (a run folder holds hparams.json "
                           f"and progress.csv, as train.py writes them)")
+    if unknown := sorted(set(ignore) - {k for run in runs for k in run.hparams}):
+        raise ConfigError(f"--ignore {', '.join(unknown)}: no run has that setting (the runs' settings that differ: "
+                          f"{', '.join(sorted({k for line in group_lines(runs) for k in line.settings})) or 'none'})")
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output {output} is a file, not a folder")
     output.mkdir(parents=True, exist_ok=True)
     with threadpool_limits(1):  # small arrays: one BLAS/OpenMP thread, beside the runs that may share the machine
-        summary, lines, drawn = compute(runs, reps=reps, at=tuple(at))
+        summary, lines, drawn = compute(runs, reps=reps, at=tuple(at), ignore=frozenset(ignore))
         summary = {"generated": datetime.datetime.now().isoformat(timespec="seconds"),
                    "inputs": [str(p) for p in paths], **summary, "notes": notes + summary["notes"],
                    "reference_sources": scores.SOURCES}

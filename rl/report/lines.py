@@ -37,10 +37,10 @@ class Line:
         return " ".join([self.hparams_set] + [f"{k}={value_text(v)}" for k, v in sorted(self.settings.items())])
 
 
-def _differing(runs: list[Run]) -> list[str]:
+def _differing(runs: list[Run], ignore: frozenset[str] = frozenset()) -> list[str]:
     """Settings with more than one value among the runs that have them (a setting added to the code later is missing
-    from older runs' hparams.json: that alone does not make two lines)."""
-    keys = sorted({k for r in runs for k in r.hparams} - PER_RUN_KEYS)
+    from older runs' hparams.json: that alone does not make two lines), less those the user said to `ignore`."""
+    keys = sorted({k for r in runs for k in r.hparams} - PER_RUN_KEYS - ignore)
     return [k for k in keys if len({repr(r.hparams[k]) for r in runs if k in r.hparams}) > 1]
 
 
@@ -48,15 +48,17 @@ def _trial_of(run: Run) -> str | None:
     return next((p.name for p in (run.path, run.path.parent) if p.name.startswith("trial_")), None)
 
 
-def group_lines(runs: list[Run]) -> list[Line]:
+def group_lines(runs: list[Run], ignore: frozenset[str] = frozenset()) -> list[Line]:
     """Runs -> lines, in the order their first runs came, each with a readable label: the set, the env where the
-    set was run on several, the differing settings, and the folder where a line is one run of a search."""
+    set was run on several, the differing settings, and the folder where a line is one run of a search. Settings in
+    `ignore` do not set runs apart (`train_steps`, where a 1M run's first 300k steps are a 300k run's: no schedule
+    of the set reads it)."""
     by_set: dict[str, list[Run]] = {}
     for run in runs:
         by_set.setdefault(run.hparams_set, []).append(run)
     lines: dict[tuple, Line] = {}
     for name, members in by_set.items():
-        keys = _differing(members)
+        keys = _differing(members, ignore)
         several_envs = len({r.env for r in members}) > 1
         for run in members:
             settings = {k: run.hparams[k] for k in keys if k in run.hparams}

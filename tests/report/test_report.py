@@ -472,6 +472,28 @@ def test_aggregates_at_fixed_budgets_take_each_run_there_and_leave_out_runs_not_
     assert capsys.readouterr().err.startswith("error: --at takes agent steps above 0")
 
 
+def test_ignoring_train_steps_makes_a_long_run_and_a_short_one_copies_compared_where_both_are(tmp_path, capsys):
+    """`--ignore train_steps`: a 200-step run and a 100-step run of one set are one line of 2 copies, compared with
+    a peer's 2 copies at step 100 (the long run's evaluation there, not its final); a note says the line mixes
+    budgets. Without it they are two lines of one run. A setting no run has is one line, exit 2."""
+    make_run(tmp_path / "ours_long", seed=0, train_steps=200, final=90.0, evals={100: 30.0, 200: 90.0})
+    make_run(tmp_path / "ours_short", seed=1, final=32.0, evals={100: 32.0})
+    for i in range(2):
+        make_run(tmp_path / "peer" / f"copy_{i}", set_name="sb3_sac", seed=i, final=20.0 + i, evals={100: 20.0 + i})
+    apart = write_report([tmp_path], tmp_path / "out", quiet=True, reps=200)
+    assert {line["label"]: line["copies"] for line in apart["lines"]} == {
+        "ppo_cartpole train_steps=200": 1, "ppo_cartpole train_steps=100": 1, "sb3_sac": 2}
+    summary = write_report([tmp_path], tmp_path / "out", quiet=True, reps=200, ignore=("train_steps",))
+    assert {line["label"]: line["copies"] for line in summary["lines"]} == {"ppo_cartpole": 2, "sb3_sac": 2}
+    (space,) = summary["aggregates"]
+    assert space["step"] == 100 and space["methods"]["ppo_cartpole"]["mean"]["value"] == 31.0
+    (pair,) = space["probability_of_improvement"]
+    assert pair["value"] == (1.0 if pair["x"] == "ppo_cartpole" else 0.0)
+    assert any("different budgets (100, 200 steps; train_steps ignored)" in n for n in summary["notes"])
+    assert report_main([str(tmp_path), "--output", str(tmp_path / "o2"), "--ignore", "train_step"]) == 2
+    assert capsys.readouterr().err.startswith("error: --ignore train_step: no run has that setting")
+
+
 def test_the_same_budget_compares_final_scores_without_a_note(tmp_path):
     copies(tmp_path / "a", [1.0, 2.0])
     copies(tmp_path / "b", [3.0, 4.0], lr=3e-4)
