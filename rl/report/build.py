@@ -111,7 +111,7 @@ def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = (),
     lines = group_lines(runs, ignore)
     notes: list[str] = []
     for number, line in enumerate(lines, 1):
-        if len(budgets := sorted({run.train_steps for run in line.runs if run.train_steps})) > 1:
+        if len(budgets := _budgets(line)) > 1:
             notes.append(f"line {number} ({line.label}): its runs trained for different budgets "
                          f"({', '.join(str(b) for b in budgets)} steps; train_steps ignored), so its final mean mixes "
                          f"them; its aggregates compare its runs at {budgets[0]} steps")
@@ -190,9 +190,14 @@ def compute(runs: list[Run], reps: int = 2000, at: tuple[int, ...] = (),
     return summary, lines, drawn
 
 
+def _budgets(line: Line) -> list[int]:
+    """The train_steps of a line's runs: one, or several where `--ignore train_steps` let them into one line."""
+    return sorted({run.train_steps for run in line.runs if run.train_steps})
+
+
 def _budget(line: Line) -> int | None:
-    """A line's training budget: its runs' train_steps, the least where `ignore` let several into one line."""
-    return min((run.train_steps for run in line.runs if run.train_steps), default=line.runs[0].train_steps)
+    """A line's training budget: the least of its runs' (the one they all reached)."""
+    return next(iter(_budgets(line)), line.runs[0].train_steps)
 
 
 def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) -> tuple[dict, str, int | None]:
@@ -217,7 +222,7 @@ def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) 
             matrix[label] = np.array([[v] for v in values if v is not None])
     why = []
     if len(known) > 1:
-        spans = {line.label: sorted({run.train_steps for run in line.runs if run.train_steps}) for line in members}
+        spans = {line.label: _budgets(line) for line in members}
         why.append("the lines trained for different budgets (" + ", ".join(
             f"line {numbers[label]}: {' to '.join(str(b) for b in sorted({span[0], span[-1]}))} steps"
             for label, span in spans.items() if span) + ")")
