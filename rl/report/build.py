@@ -208,7 +208,8 @@ def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) 
     final evaluation). `numbers`: each line's number on the page, for the note."""
     counted = {line.label: [run for run in counted_runs(line) if run.final_score()[0] is not None]
                for line in members}
-    known = {run.train_steps for line in members for run in line.runs if run.train_steps}
+    spans = {line.label: _budgets(line) for line in members}
+    known = {b for span in spans.values() for b in span}
     reached = {run.name: run.final_score()[1] for runs in counted.values() for run in runs if not run.finished}
     if len(known) < 2 and not reached:
         matrix = {label: np.array([[run.final_score()[0]] for run in runs]) for label, runs in counted.items()}
@@ -222,9 +223,8 @@ def _env_scores(env: str, members: list[Line], notes: list[str], numbers: dict) 
             matrix[label] = np.array([[v] for v in values if v is not None])
     why = []
     if len(known) > 1:
-        spans = {line.label: _budgets(line) for line in members}
         why.append("the lines trained for different budgets (" + ", ".join(
-            f"line {numbers[label]}: {' to '.join(str(b) for b in sorted({span[0], span[-1]}))} steps"
+            f"line {numbers[label]}: {span[0]}" + (f" to {span[-1]}" if len(span) > 1 else "") + " steps"
             for label, span in spans.items() if span) + ")")
     if reached:
         why.append("unfinished runs are compared where they are (" + ", ".join(
